@@ -1,0 +1,381 @@
+// store_bench: latency and bandwidth of store_put / store_get against a raw MPI baseline measured
+// in the same run (the same bytes to the same targets with MPI_Put / MPI_Get + MPI_Win_flush_all
+// on a plain dynamic window, no store logic).
+//
+// Rank 0 is the client; it uses keys whose copies all sit on other ranks, so every copy crosses
+// the network path. The other ranks are targets:
+//   idle - the targets wait inside MPI (MPI_Barrier), so their progress engine runs;
+//   busy - the targets' application threads compute without calling MPI; only the helper
+//          thread can serve the puts.
+// Output: one JSON object per line (stdout), then a table (stderr).
+//
+//   mpirun -n 3 store_bench [--op put,get,cpu] [--sizes 8,4096,1M] [--replicas 1,2]
+//                           [--scenario idle,busy] [--reps N] [--max-sleep-us N]
+#include <mpi.h>
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "capi_internal.hpp"
+#include "rmastore/store.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double now_us() {
+  return std::chrono::duration<double, std::micro>(Clock::now().time_since_epoch()).count();
+}
+
+struct Options {
+  std::vector<std::string> ops = {"put", "get", "cpu"};
+  std::vector<std::size_t> sizes = {8, 64, 512, 4096, 65536, 1 << 20, 16 << 20, 64 << 20};
+  std::vector<int> replicas = {1, 2, 3, 6};
+  std::vector<std::string> scenarios = {"idle", "busy"};
+  int reps = 0; // 0: chosen per size
+  int max_sleep_us = -1;
+};
+
+std::vector<std::string> split(const std::string &s) {
+  std::vector<std::string> out;
+  std::size_t a = 0;
+  while (a <= s.size()) {
+    std::size_t b = s.find(',', a);
+    if (b == std::string::npos) b = s.size();
+    if (b > a) out.push_back(s.substr(a, b - a));
+    a = b + 1;
+  }
+  return out;
+}
+
+std::size_t parse_size(const std::string &s) {
+  char *end = nullptr;
+  double v = std::strtod(s.c_str(), &end);
+  if (*end == 'K' || *end == 'k') v *= 1024;
+  if (*end == 'M' || *end == 'm') v *= 1024 * 1024;
+  if (*end == 'G' || *end == 'g') v *= 1024.0 * 1024 * 1024;
+  return static_cast<std::size_t>(v);
+}
+
+Options parse(int argc, char **argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "store_bench: %s needs a value\n", a.c_str());
+        MPI_Abort(MPI_COMM_WORLD, 2);
+      }
+      return argv[++i];
+    };
+    if (a == "--op") {
+      o.ops = split(next());
+    } else if (a == "--sizes") {
+      o.sizes.clear();
+      for (auto &s : split(next())) o.sizes.push_back(parse_size(s));
+    } else if (a == "--replicas") {
+      o.replicas.clear();
+      for (auto &s : split(next())) o.replicas.push_back(std::atoi(s.c_str()));
+    } else if (a == "--scenario") {
+      o.scenarios = split(next());
+    } else if (a == "--reps") {
+      o.reps = std::atoi(next().c_str());
+    } else if (a == "--max-sleep-us") {
+      o.max_sleep_us = std::atoi(next().c_str());
+    } else {
+      std::fprintf(stderr, "usage: store_bench [--op put,get,cpu] [--sizes 8,4K,1M] [--replicas 1,2] "
+                           "[--scenario idle,busy] [--reps N] [--max-sleep-us N]\n");
+      MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+  }
+  return o;
+}
+
+int reps_for(const Options &o, std::size_t size) {
+  if (o.reps > 0) return o.reps;
+  if (size <= 4096) return 2000;
+  if (size <= 65536) return 500;
+  if (size <= (1 << 20)) return 100;
+  if (size <= (16 << 20)) return 20;
+  return 8;
+}
+
+struct Stats {
+  double median = 0, p99 = 0;
+};
+
+Stats stats(std::vector<double> v) {
+  Stats s;
+  if (v.empty()) return s;
+  std::sort(v.begin(), v.end());
+  s.median = v[v.size() / 2];
+  s.p99 = v[std::min(v.size() - 1, static_cast<std::size_t>(std::ceil(0.99 * static_cast<double>(v.size()))) - 1)];
+  return s;
+}
+
+// Computes without MPI for `ms` milliseconds: the busy target.
+void compute_for(double ms) {
+  const double until = now_us() + ms * 1000;
+  volatile double x = 1.0;
+  while (now_us() < until) {
+    for (int i = 0; i < 1000; ++i) x = x * 1.0000001 + 1e-9;
+  }
+}
+
+// The raw baseline: a dynamic window with one buffer per rank.
+struct RawWindow {
+  MPI_Win win = MPI_WIN_NULL;
+  std::vector<char> mem;
+  std::vector<MPI_Aint> addr;
+  explicit RawWindow(std::size_t bytes) : mem(bytes + 64) {
+    int p = 0;
+    MPI_Comm_size(MPI_COMM_WORLD, &p);
+    MPI_Win_create_dynamic(MPI_INFO_NULL, MPI_COMM_WORLD, &win);
+    MPI_Win_set_errhandler(win, MPI_ERRORS_RETURN);
+    MPI_Win_attach(win, mem.data(), static_cast<MPI_Aint>(mem.size()));
+    MPI_Aint a;
+    MPI_Get_address(mem.data(), &a);
+    addr.resize(static_cast<std::size_t>(p));
+    MPI_Allgather(&a, 1, MPI_AINT, addr.data(), 1, MPI_AINT, MPI_COMM_WORLD);
+    MPI_Win_lock_all(MPI_MODE_NOCHECK, win);
+  }
+  ~RawWindow() {
+    MPI_Win_unlock_all(win);
+    MPI_Win_detach(win, mem.data());
+    MPI_Win_free(&win);
+  }
+  void put(const std::vector<int> &targets, const void *buf, std::size_t n) {
+    for (int t : targets)
+      MPI_Put(buf, static_cast<int>(n), MPI_BYTE, t, addr[static_cast<std::size_t>(t)], static_cast<int>(n), MPI_BYTE,
+              win);
+    MPI_Win_flush_all(win);
+  }
+  void get(int target, void *buf, std::size_t n) {
+    MPI_Get(buf, static_cast<int>(n), MPI_BYTE, target, addr[static_cast<std::size_t>(target)], static_cast<int>(n),
+            MPI_BYTE, win);
+    MPI_Win_flush(target, win);
+  }
+};
+
+struct Row {
+  std::string op, scenario;
+  std::size_t size;
+  int replicas, np, reps;
+  Stats store, raw;
+  double idle_median = 0; // busy rows: the idle-target store median of the same point
+};
+
+void emit(const Row &r) {
+  const double ratio = r.raw.median > 0 ? r.store.median / r.raw.median : 0;
+  // A put moves one copy per replica, a get one copy.
+  const double mb = static_cast<double>(r.size) / (1 << 20) * (r.op == "put" ? r.replicas : 1);
+  std::printf("{\"op\":\"%s\",\"size\":%zu,\"replicas\":%d,\"np\":%d,\"scenario\":\"%s\",\"reps\":%d,"
+              "\"median_us\":%.3f,\"p99_us\":%.3f,\"raw_median_us\":%.3f,\"raw_p99_us\":%.3f,\"ratio\":%.3f,"
+              "\"bw_MiBps\":%.1f,\"raw_bw_MiBps\":%.1f,\"bw_ratio\":%.3f",
+              r.op.c_str(), r.size, r.replicas, r.np, r.scenario.c_str(), r.reps, r.store.median, r.store.p99,
+              r.raw.median, r.raw.p99, ratio, mb / (r.store.median * 1e-6), mb / (r.raw.median * 1e-6),
+              ratio > 0 ? 1.0 / ratio : 0.0);
+  if (r.scenario == "busy")
+    std::printf(",\"idle_median_us\":%.3f,\"busy_vs_idle\":%.3f", r.idle_median, r.store.median / r.idle_median);
+  std::printf("}\n");
+  std::fflush(stdout);
+}
+
+// A key whose `r` holders are all ranks other than 0, if there are enough ranks.
+store_key_t remote_key(store_t s, std::uint64_t salt) {
+  auto *impl = rmastore::internal::impl(s);
+  const int r = impl->placement().replicas();
+  std::vector<int> h(static_cast<std::size_t>(r));
+  for (store_key_t k = salt * 1000003;; ++k) {
+    impl->placement().holders(k, h);
+    if (std::find(h.begin(), h.end(), 0) == h.end() || r >= impl->size()) return k;
+  }
+}
+
+std::vector<int> holders_of(store_t s, store_key_t k) {
+  auto *impl = rmastore::internal::impl(s);
+  std::vector<int> h(static_cast<std::size_t>(impl->placement().replicas()));
+  impl->placement().holders(k, h);
+  return h;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  int provided = 0;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+  int rank = 0, np = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &np);
+  const Options opt = parse(argc, argv);
+  std::size_t max_size = 0;
+  for (std::size_t s : opt.sizes) max_size = std::max(max_size, s);
+  std::vector<Row> rows;
+  std::vector<char> buf(max_size), rbuf(max_size);
+  for (std::size_t i = 0; i < max_size; ++i) buf[i] = static_cast<char>(i * 131);
+  RawWindow raw(max_size);
+  const bool want = [&] {
+    for (auto &o : opt.ops)
+      if (o == "put" || o == "get") return true;
+    return false;
+  }();
+
+  for (int r : opt.replicas) {
+    if (!want) break;
+    if (r > np || (r == np && np > 1)) continue; // rank 0 must not hold a copy
+    store_config_t cfg;
+    store_config_init(&cfg);
+    cfg.replicas = r;
+    if (opt.max_sleep_us >= 0) cfg.helper_max_sleep_us = opt.max_sleep_us;
+    store_t s = nullptr;
+    if (store_init(MPI_COMM_WORLD, &cfg, &s) != STORE_OK) {
+      if (rank == 0) std::fprintf(stderr, "store_bench: store_init failed for r=%d\n", r);
+      continue;
+    }
+    for (const std::string &op : opt.ops) {
+      if (op != "put" && op != "get") continue;
+      for (std::size_t size : opt.sizes) {
+        const store_key_t key = remote_key(s, size + 7 * static_cast<std::size_t>(r));
+        const std::vector<int> targets = holders_of(s, key);
+        const int reps = reps_for(opt, size);
+        // Creates the slots (and, for gets, the read grant): not part of the measurement.
+        if (rank == 0) {
+          store_put(s, key, buf.data(), size);
+          std::size_t len = 0;
+          store_get(s, key, rbuf.data(), rbuf.size(), &len);
+        }
+        double idle_median = 0;
+        for (const std::string &scenario : opt.scenarios) {
+          Row row{op, scenario, size, r, np, reps, {}, {}, 0};
+          std::vector<double> ts, tr;
+          if (scenario == "idle") {
+            MPI_Barrier(MPI_COMM_WORLD);
+            if (rank == 0) {
+              for (int pass = 0; pass < 2; ++pass) { // pass 0 warms up
+                ts.clear();
+                tr.clear();
+                for (int i = 0; i < reps; ++i) {
+                  double t0 = now_us();
+                  if (op == "put") {
+                    store_put(s, key, buf.data(), size);
+                  } else {
+                    std::size_t len = 0;
+                    store_get(s, key, rbuf.data(), rbuf.size(), &len);
+                  }
+                  double t1 = now_us();
+                  if (op == "put")
+                    raw.put(targets, buf.data(), size);
+                  else
+                    raw.get(targets[0], rbuf.data(), size);
+                  double t2 = now_us();
+                  ts.push_back(t1 - t0);
+                  tr.push_back(t2 - t1);
+                }
+              }
+            }
+            MPI_Barrier(MPI_COMM_WORLD);
+          } else {
+            // Targets compute without MPI long enough for rank 0 to finish all repetitions.
+            double budget_ms = 0;
+            if (rank == 0) budget_ms = std::max(300.0, 4 * idle_median * reps / 1000 + 100);
+            MPI_Bcast(&budget_ms, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+            MPI_Barrier(MPI_COMM_WORLD);
+            if (rank == 0) {
+              // Give the targets' helpers time to cool down to their idle sleep first.
+              std::this_thread::sleep_for(std::chrono::milliseconds(20));
+              const double until = now_us() + (budget_ms - 40) * 1000;
+              for (int i = 0; i < reps && now_us() < until; ++i) {
+                double t0 = now_us();
+                if (op == "put") {
+                  store_put(s, key, buf.data(), size);
+                } else {
+                  std::size_t len = 0;
+                  store_get(s, key, rbuf.data(), rbuf.size(), &len);
+                }
+                ts.push_back(now_us() - t0);
+              }
+            } else {
+              compute_for(budget_ms);
+            }
+            MPI_Barrier(MPI_COMM_WORLD);
+          }
+          if (rank == 0) {
+            row.store = stats(ts);
+            if (scenario == "idle") {
+              row.raw = stats(tr);
+              idle_median = row.store.median;
+            } else {
+              // The raw baseline of a busy target waits for the whole compute phase (no helper);
+              // the busy row is compared with the idle raw baseline and the idle store run.
+              for (const Row &prev : rows) {
+                if (prev.op == op && prev.size == size && prev.replicas == r && prev.scenario == "idle")
+                  row.raw = prev.raw;
+              }
+              row.idle_median = idle_median;
+            }
+            row.reps = static_cast<int>(ts.size());
+            rows.push_back(row);
+            emit(row);
+          }
+        }
+      }
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    store_finalize(&s);
+  }
+
+  // Helper CPU cost: every rank keeps a store, makes no calls for 2 s, and reports how much CPU
+  // its helper thread used meanwhile.
+  if (std::find(opt.ops.begin(), opt.ops.end(), "cpu") != opt.ops.end()) {
+    store_config_t cfg;
+    store_config_init(&cfg);
+    cfg.replicas = 1;
+    if (opt.max_sleep_us >= 0) cfg.helper_max_sleep_us = opt.max_sleep_us;
+    store_t s = nullptr;
+    if (store_init(MPI_COMM_WORLD, &cfg, &s) == STORE_OK) {
+      store_info_t a, b;
+      store_info_init(&a);
+      store_info_init(&b);
+      MPI_Barrier(MPI_COMM_WORLD);
+      std::this_thread::sleep_for(std::chrono::milliseconds(100)); // past the hot window
+      store_get_info(s, &a);
+      const double t0 = now_us();
+      std::this_thread::sleep_for(std::chrono::seconds(2));
+      store_get_info(s, &b);
+      const double pct = 100.0 * (b.helper_cpu_seconds - a.helper_cpu_seconds) / ((now_us() - t0) * 1e-6);
+      double sum = 0, mx = 0;
+      MPI_Reduce(&pct, &sum, 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
+      MPI_Reduce(&pct, &mx, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+      if (rank == 0) {
+        std::printf("{\"op\":\"helper_cpu\",\"np\":%d,\"scenario\":\"idle\",\"max_sleep_us\":%d,"
+                    "\"mean_pct_of_core\":%.2f,\"max_pct_of_core\":%.2f}\n",
+                    np, cfg.helper_max_sleep_us, sum / np, mx);
+        std::fflush(stdout);
+      }
+      MPI_Barrier(MPI_COMM_WORLD);
+      store_finalize(&s);
+    }
+  }
+
+  if (rank == 0 && !rows.empty()) {
+    std::fprintf(stderr, "\n%-4s %-5s %10s %3s %3s %10s %10s %10s %7s %9s\n", "op", "scen", "size", "r", "np",
+                 "median_us", "p99_us", "raw_med_us", "ratio", "MiB/s");
+    for (const Row &r : rows) {
+      std::fprintf(stderr, "%-4s %-5s %10zu %3d %3d %10.2f %10.2f %10.2f %7.2f %9.0f\n", r.op.c_str(),
+                   r.scenario.c_str(), r.size, r.replicas, r.np, r.store.median, r.store.p99, r.raw.median,
+                   r.raw.median > 0 ? r.store.median / r.raw.median : 0,
+                   static_cast<double>(r.size) * (r.op == "put" ? r.replicas : 1) / (1 << 20) /
+                       (r.store.median * 1e-6));
+    }
+  }
+  MPI_Finalize();
+  return 0;
+}

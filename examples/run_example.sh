@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Runs an example under mpirun with the flags rmastore needs:  run_example.sh <mpirun> <np> <exe> [args]
+set -u
+mpirun=$1 np=$2
+shift 2
+flags=(--with-ft ulfm --oversubscribe --bind-to none -n "$np")
+[ "$(id -u)" = 0 ] && flags+=(--allow-run-as-root)
+"$mpirun" "${flags[@]}" "$@" 2>&1 | grep -a -v -e "is not tested for post-failure operation" -e "help-mpi-ft.txt" \
+  -e "^ *osc module" -e "Set the MCA parameter" -e "^ *(default: yes)" -e "^-----*$"
+exit "${PIPESTATUS[0]}"

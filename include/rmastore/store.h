@@ -1,0 +1,193 @@
+/*
+ * rmastore: a resilient, replicated, in-memory key-value store for MPI applications.
+ *
+ * Every value is held as `replicas` copies on distinct processes (on distinct nodes when the job
+ * spans enough nodes). Copies live in slots of one dynamic MPI RMA window and are written with
+ * one-sided puts; a helper thread per process serves slot allocation and keeps MPI progressing.
+ *
+ * Conventions used in the documentation of every call:
+ *   Collective  - every process of the store's communicator must call it, in the same order
+ *                 relative to other collective calls on the same store.
+ *   Local       - needs no matching call on other processes.
+ *   Thread use  - a store handle may be used from any thread, one call at a time: calls on one
+ *                 handle are serialised internally, so concurrent calls are safe but not parallel.
+ *
+ * All calls return a store_status_t. None of them aborts the process, throws, or lets an MPI error
+ * escape: MPI errors are reported as STORE_ERR_MPI. store_strerror() names every status.
+ *
+ * MPI must be initialised with MPI_THREAD_MULTIPLE, and the job started with
+ * `mpirun --with-ft ulfm` (see README.md and docs/).
+ */
+#ifndef RMASTORE_STORE_H
+#define RMASTORE_STORE_H
+
+#include <mpi.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define STORE_API_VERSION_MAJOR 0
+#define STORE_API_VERSION_MINOR 1
+
+/** Opaque handle to a store. NULL is never a valid store. */
+typedef struct store_handle *store_t;
+
+/** A key. Any 64-bit value is a valid key. */
+typedef uint64_t store_key_t;
+
+/**
+ * Status of every call. STORE_OK is zero, errors are negative. The numeric values are part of the
+ * ABI and never change; new codes get new numbers.
+ */
+typedef enum store_status {
+  STORE_OK = 0,
+  /** An argument is invalid: a NULL buffer with a non-zero length, a NULL out-pointer, a
+   *  replica count out of range, MPI_COMM_NULL, ... */
+  STORE_ERR_ARG = -1,
+  /** The handle is NULL or was already finalized. */
+  STORE_ERR_HANDLE = -2,
+  /** The key has never been put. */
+  STORE_ERR_NOT_FOUND = -3,
+  /** The caller's buffer is smaller than the value; the needed length was returned. */
+  STORE_ERR_TRUNCATED = -4,
+  /** store_init: the processes passed different configurations. */
+  STORE_ERR_CONFIG_MISMATCH = -5,
+  /** store_init: MPI is not initialised with MPI_THREAD_MULTIPLE on every process. */
+  STORE_ERR_THREAD_LEVEL = -6,
+  /** MPI is not initialised, or already finalized. */
+  STORE_ERR_MPI_STATE = -7,
+  /** An MPI call failed for a reason other than a process failure. */
+  STORE_ERR_MPI = -8,
+  /** Memory for a slot or internal state could not be allocated. */
+  STORE_ERR_NO_MEMORY = -9,
+  /** The value is larger than STORE_MAX_VALUE_SIZE. */
+  STORE_ERR_TOO_LARGE = -10,
+  /** The header the caller was compiled with is incompatible with this library. */
+  STORE_ERR_VERSION = -11,
+  /** store_init: another process rejected its arguments (see its own status). */
+  STORE_ERR_PEER = -12,
+  /** An internal invariant was violated; please report it. */
+  STORE_ERR_INTERNAL = -13
+} store_status_t;
+
+/** Largest value the store accepts, in bytes (4 GiB - 1). */
+#define STORE_MAX_VALUE_SIZE ((size_t)0xFFFFFFFFu)
+
+/**
+ * Configuration for store_init. Always initialise it with store_config_init(), then change the
+ * fields you need: new fields are added at the end with defaults, so code written against an older
+ * header keeps working.
+ *
+ * Every field except node_id must be equal on all processes.
+ */
+typedef struct store_config {
+  /** Set by store_config_init to sizeof(store_config_t); lets the library know which fields the
+   *  caller's header had. Do not change it. */
+  size_t struct_size;
+  /** Number of copies of each value, 1 <= replicas <= number of processes. Default 2. */
+  int replicas;
+  /** Capacity of a key's slot when it is first created, in bytes; larger values get a larger
+   *  slot. Rounded up to a power of two, at least 8. Default 64. */
+  size_t initial_slot_size;
+  /** Expected bytes of values held per process; sizes the first memory region attached to the
+   *  window. Only a hint: the store grows as needed. Default 1 MiB. */
+  size_t capacity_hint;
+  /** Node of this process, for placing copies on distinct nodes. -1 (default): group processes
+   *  by MPI_Comm_split_type(MPI_COMM_TYPE_SHARED). A value >= 0 overrides the grouping, e.g. to
+   *  simulate several nodes on one machine. May differ across processes. */
+  int node_id;
+  /** Maximum time in microseconds the helper thread sleeps when nothing happens. Lower values
+   *  make puts to a process whose application thread computes faster, at some CPU cost.
+   *  0 means "never sleep" (a full core per process). Default 200. */
+  int helper_max_sleep_us;
+} store_config_t;
+
+/** Fills *config with defaults. Local. Returns STORE_ERR_ARG if config is NULL. */
+store_status_t store_config_init(store_config_t *config);
+
+/** A static message for every status, never NULL. Unknown values give "unknown status". Local. */
+const char *store_strerror(store_status_t status);
+
+/**
+ * Creates a store over `comm`. Collective over comm.
+ *
+ * The store duplicates comm, so the caller may free comm afterwards. `config` may be NULL for
+ * defaults; every field but node_id must be equal on all processes.
+ *
+ * Errors are reported on every process: if any process passes a bad replica count, a
+ * mismatching configuration, or runs with a thread level below MPI_THREAD_MULTIPLE, all
+ * processes return an error (the process at fault its own reason, the others STORE_ERR_PEER or
+ * the shared reason) and *store is set to NULL. Exceptions, because they cannot be collective:
+ * STORE_ERR_ARG for store == NULL or comm == MPI_COMM_NULL, STORE_ERR_MPI_STATE when MPI is not
+ * initialised, and STORE_ERR_VERSION.
+ */
+store_status_t store_init_version(MPI_Comm comm, const store_config_t *config, store_t *store, int api_major,
+                                  int api_minor);
+
+/** store_init_version with the version of the header the caller compiles against. */
+static inline store_status_t store_init(MPI_Comm comm, const store_config_t *config, store_t *store) {
+  return store_init_version(comm, config, store, STORE_API_VERSION_MAJOR, STORE_API_VERSION_MINOR);
+}
+
+/**
+ * Stores `len` bytes from `buf` under `key`, replacing any previous value. Local.
+ *
+ * Returns only when every copy is written in the memory of its holder (remote completion), so a
+ * value whose put returned STORE_OK is readable by any process. len may be 0 (buf may then be
+ * NULL). The value may grow or shrink from one put to the next.
+ *
+ * Precondition: no other process puts the same key at the same time. Puts to one key from
+ * different processes must be ordered by the application (e.g. by a barrier or a message).
+ */
+store_status_t store_put(store_t store, store_key_t key, const void *buf, size_t len);
+
+/**
+ * Copies the latest complete value of `key` into buf. Local.
+ *
+ * On STORE_OK, *len is the value's length. If the value is longer than `capacity`, returns
+ * STORE_ERR_TRUNCATED, sets *len to the needed length and leaves buf unspecified; capacity 0
+ * with buf NULL queries the length this way. STORE_ERR_NOT_FOUND if the key was never put.
+ * Reads the cheapest copy to reach (a local one if there is one). Never returns a torn value:
+ * a get that races with a put returns either the old or the new value.
+ */
+store_status_t store_get(store_t store, store_key_t key, void *buf, size_t capacity, size_t *len);
+
+/**
+ * Frees the store and everything it holds. Collective over the store's communicator.
+ * Sets *store to NULL. A NULL *store gives STORE_ERR_HANDLE.
+ */
+store_status_t store_finalize(store_t *store);
+
+/** Runtime information about a store. Fill with store_info_init before store_get_info. */
+typedef struct store_info {
+  size_t struct_size;
+  /** Number of processes and this process's rank in the store's communicator. */
+  int size, rank;
+  int replicas;
+  /** Number of distinct nodes the store sees (after node_id overrides). */
+  int nodes;
+  /** Copies held by this process, and the bytes of values in them. */
+  uint64_t local_copies, local_bytes;
+  /** Bytes of memory attached to the window by this process, and number of regions. */
+  uint64_t attached_bytes;
+  int attached_regions;
+  /** CPU seconds used by this process's helper thread so far. */
+  double helper_cpu_seconds;
+  /** Number of slot allocation or enlargement requests this process has served. */
+  uint64_t enlargements_served;
+} store_info_t;
+
+/** Fills *info with its struct_size. Local. */
+store_status_t store_info_init(store_info_t *info);
+
+/** Fills *info for this process. Local. */
+store_status_t store_get_info(store_t store, store_info_t *info);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* RMASTORE_STORE_H */

@@ -1,0 +1,216 @@
+// The C boundary: argument checks, handle validation, one mutex per handle, and the exception
+// firewall. Nothing thrown inside the core crosses this file.
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <new>
+
+#include "capi_internal.hpp"
+#include "errors.hpp"
+#include "rmastore/store.h"
+#include "store.hpp"
+
+using rmastore::internal::Store;
+using rmastore::internal::StoreError;
+
+namespace {
+
+constexpr std::uint64_t kLiveMagic = 0x726d6173746f7265ULL; // "rmastore"
+constexpr std::uint64_t kDeadMagic = 0x6465616473746f72ULL;
+
+bool mpi_usable() {
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  return initialized && !finalized;
+}
+
+// With RMASTORE_VERBOSE set, failures print their detail (the failing MPI call and MPI's own
+// message) to stderr; the status alone cannot carry it.
+void report(const char *what) noexcept {
+  static const bool verbose = std::getenv("RMASTORE_VERBOSE") != nullptr;
+  if (verbose) std::fprintf(stderr, "rmastore: %s\n", what);
+}
+
+template <class F> store_status_t guarded(F &&body) noexcept {
+  try {
+    return body();
+  } catch (const StoreError &e) {
+    report(e.what());
+    return e.status();
+  } catch (const std::bad_alloc &) {
+    report("out of memory");
+    return STORE_ERR_NO_MEMORY;
+  } catch (const std::exception &e) {
+    report(e.what());
+    return STORE_ERR_INTERNAL;
+  } catch (...) {
+    report("unknown exception");
+    return STORE_ERR_INTERNAL;
+  }
+}
+
+// Runs `body` on the live store behind `s`, serialised with other calls on the same handle.
+template <class F> store_status_t with_store(store_t s, F &&body) noexcept {
+  if (s == nullptr) return STORE_ERR_HANDLE;
+  return guarded([&]() -> store_status_t {
+    std::lock_guard lk(s->mutex);
+    if (s->magic != kLiveMagic || !s->impl) return STORE_ERR_HANDLE;
+    if (!mpi_usable()) return STORE_ERR_MPI_STATE;
+    return body(*s->impl);
+  });
+}
+
+} // namespace
+
+namespace rmastore::internal {
+Store *impl(store_t s) {
+  return s != nullptr && s->magic == kLiveMagic ? s->impl.get() : nullptr;
+}
+} // namespace rmastore::internal
+
+extern "C" {
+
+store_status_t store_config_init(store_config_t *config) {
+  if (config == nullptr) return STORE_ERR_ARG;
+  std::memset(config, 0, sizeof *config);
+  config->struct_size = sizeof *config;
+  const rmastore::internal::Config d;
+  config->replicas = d.replicas;
+  config->initial_slot_size = d.initial_slot_size;
+  config->capacity_hint = d.capacity_hint;
+  config->node_id = d.node_id;
+  config->helper_max_sleep_us = d.helper_max_sleep_us;
+  return STORE_OK;
+}
+
+const char *store_strerror(store_status_t status) {
+  switch (status) {
+  case STORE_OK:
+    return "success";
+  case STORE_ERR_ARG:
+    return "invalid argument";
+  case STORE_ERR_HANDLE:
+    return "invalid store handle (NULL or already finalized)";
+  case STORE_ERR_NOT_FOUND:
+    return "key not found";
+  case STORE_ERR_TRUNCATED:
+    return "buffer too small for the value; the needed length was returned";
+  case STORE_ERR_CONFIG_MISMATCH:
+    return "store configuration differs across processes";
+  case STORE_ERR_THREAD_LEVEL:
+    return "MPI must be initialised with MPI_THREAD_MULTIPLE on every process";
+  case STORE_ERR_MPI_STATE:
+    return "MPI is not initialised or already finalized";
+  case STORE_ERR_MPI:
+    return "an MPI call failed";
+  case STORE_ERR_NO_MEMORY:
+    return "out of memory for slots or internal state";
+  case STORE_ERR_TOO_LARGE:
+    return "value larger than STORE_MAX_VALUE_SIZE";
+  case STORE_ERR_VERSION:
+    return "header and library versions are incompatible";
+  case STORE_ERR_PEER:
+    return "another process failed or rejected its arguments in this collective call";
+  case STORE_ERR_INTERNAL:
+    return "internal error in rmastore";
+  }
+  return "unknown status";
+}
+
+store_status_t store_init_version(MPI_Comm comm, const store_config_t *config, store_t *store, int api_major,
+                                  int api_minor) {
+  (void)api_minor; // minor versions only add fields, which struct_size already tells apart
+  if (store == nullptr) return STORE_ERR_ARG;
+  *store = nullptr;
+  if (api_major != STORE_API_VERSION_MAJOR) return STORE_ERR_VERSION;
+  if (!mpi_usable()) return STORE_ERR_MPI_STATE;
+  if (comm == MPI_COMM_NULL) return STORE_ERR_ARG;
+  return guarded([&]() -> store_status_t {
+    rmastore::internal::Config c;
+    if (config != nullptr) {
+      // Read only the fields the caller's header had; the rest keep their defaults.
+      store_config_t full;
+      store_config_init(&full);
+      const std::size_t n = config->struct_size;
+      if (n < offsetof(store_config_t, replicas) + sizeof(int) || n > sizeof full) {
+        // Without a plausible struct_size the config was not initialised with store_config_init.
+        // This still has to be collective, so it becomes an invalid replica count on this rank.
+        full.replicas = 0;
+      } else {
+        std::memcpy(&full, config, n);
+      }
+      c.replicas = full.replicas;
+      c.initial_slot_size = full.initial_slot_size;
+      c.capacity_hint = full.capacity_hint;
+      c.node_id = full.node_id;
+      c.helper_max_sleep_us = full.helper_max_sleep_us;
+    }
+    auto handle = std::make_unique<store_handle>();
+    handle->impl = Store::create(comm, c);
+    handle->magic = kLiveMagic;
+    *store = handle.release();
+    return STORE_OK;
+  });
+}
+
+store_status_t store_put(store_t store, store_key_t key, const void *buf, size_t len) {
+  if (buf == nullptr && len > 0) return store == nullptr ? STORE_ERR_HANDLE : STORE_ERR_ARG;
+  if (len > STORE_MAX_VALUE_SIZE) return store == nullptr ? STORE_ERR_HANDLE : STORE_ERR_TOO_LARGE;
+  return with_store(store, [&](Store &s) {
+    s.put(key, buf, len);
+    return STORE_OK;
+  });
+}
+
+store_status_t store_get(store_t store, store_key_t key, void *buf, size_t capacity, size_t *len) {
+  if (store == nullptr) return STORE_ERR_HANDLE;
+  if (len == nullptr || (buf == nullptr && capacity > 0)) return STORE_ERR_ARG;
+  return with_store(store, [&](Store &s) { return s.get(key, buf, capacity, len); });
+}
+
+store_status_t store_finalize(store_t *store) {
+  if (store == nullptr) return STORE_ERR_ARG;
+  store_t s = *store;
+  const store_status_t st = with_store(s, [&](Store &impl) {
+    impl.finalize();
+    return STORE_OK;
+  });
+  if (st == STORE_ERR_HANDLE) return st;
+  // The handle itself stays allocated, marked dead, so that calls through stale copies of the
+  // pointer get STORE_ERR_HANDLE instead of touching freed memory. It is a few bytes per store.
+  {
+    std::lock_guard lk(s->mutex);
+    s->impl.reset();
+    s->magic = kDeadMagic;
+  }
+  *store = nullptr;
+  return st;
+}
+
+store_status_t store_info_init(store_info_t *info) {
+  if (info == nullptr) return STORE_ERR_ARG;
+  std::memset(info, 0, sizeof *info);
+  info->struct_size = sizeof *info;
+  return STORE_OK;
+}
+
+store_status_t store_get_info(store_t store, store_info_t *info) {
+  if (store == nullptr) return STORE_ERR_HANDLE;
+  if (info == nullptr || info->struct_size < sizeof(size_t) || info->struct_size > sizeof(store_info_t)) {
+    return STORE_ERR_ARG;
+  }
+  return with_store(store, [&](Store &s) {
+    store_info_t full;
+    store_info_init(&full);
+    s.info(full);
+    const std::size_t n = info->struct_size;
+    std::memcpy(info, &full, n);
+    info->struct_size = n;
+    return STORE_OK;
+  });
+}
+
+} // extern "C"

@@ -1,0 +1,59 @@
+// RMA transport: one dynamic window, one passive-target epoch for its whole life
+// (MPI_Win_lock_all with MPI_MODE_NOCHECK), and request-based puts and gets.
+//
+// Completion is never awaited with MPI_Win_flush or MPI_Wait: both block without bound when the
+// target has died (measured on Open MPI 5.0.7, see docs/design.md). Instead every operation is a
+// request (MPI_Rput/MPI_Rget) polled with MPI_Test by the caller, who can give up on a target.
+// In Open MPI's osc/rdma, an MPI_Rput request completes only when the target acknowledged the
+// data, i.e. at remote completion; tests/test_remote_completion checks that this holds.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstddef>
+#include <vector>
+
+namespace rmastore::internal {
+
+class RmaWindow {
+public:
+  explicit RmaWindow(MPI_Comm comm);
+  ~RmaWindow();
+  RmaWindow(const RmaWindow &) = delete;
+  RmaWindow &operator=(const RmaWindow &) = delete;
+
+  void attach(void *base, std::size_t bytes);
+  // Ends the epoch and frees the window (collective). Only valid when no request is pending.
+  void close();
+
+  MPI_Win handle() const { return win_; }
+
+private:
+  MPI_Win win_ = MPI_WIN_NULL;
+};
+
+// Outstanding RMA requests, each tagged with its target.
+class RequestSet {
+public:
+  void put(RmaWindow &w, int target, MPI_Aint address, const void *buf, std::size_t len);
+  void get(RmaWindow &w, int target, MPI_Aint address, void *buf, std::size_t len);
+  // Polls until every request completed.
+  void wait_all();
+  bool empty() const { return reqs_.empty(); }
+
+private:
+  std::vector<MPI_Request> reqs_;
+  std::vector<int> targets_;
+};
+
+// Spin-wait helper: polls `done` and yields the core now and then, because the process that has
+// to make progress for us may share it (oversubscribed runs).
+class Backoff {
+public:
+  void pause();
+
+private:
+  unsigned spins_ = 0;
+};
+
+} // namespace rmastore::internal

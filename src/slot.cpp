@@ -1,0 +1,143 @@
+#include "slot.hpp"
+
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <bit>
+#include <cstring>
+#include <new>
+
+namespace rmastore::internal {
+namespace {
+
+constexpr std::uint64_t kP1 = 0x9E3779B185EBCA87ULL;
+constexpr std::uint64_t kP2 = 0xC2B2AE3D27D4EB4FULL;
+constexpr std::uint64_t kP3 = 0x165667B19E3779F9ULL;
+
+inline std::uint64_t load64(const unsigned char *p) {
+  std::uint64_t v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+inline std::uint64_t lane(std::uint64_t acc, std::uint64_t word) {
+  return std::rotl(acc + word * kP2, 31) * kP1;
+}
+
+inline std::uint64_t avalanche(std::uint64_t h) {
+  h ^= h >> 33;
+  h *= kP2;
+  h ^= h >> 29;
+  h *= kP3;
+  h ^= h >> 32;
+  return h;
+}
+
+} // namespace
+
+std::uint64_t checksum64(const void *data, std::size_t len, std::uint64_t seed) {
+  const auto *p = static_cast<const unsigned char *>(data);
+  std::uint64_t h;
+  std::size_t i = 0;
+  if (len >= 32) {
+    std::uint64_t a = seed + kP1 + kP2, b = seed + kP2, c = seed, d = seed - kP1;
+    for (; i + 32 <= len; i += 32) {
+      a = lane(a, load64(p + i));
+      b = lane(b, load64(p + i + 8));
+      c = lane(c, load64(p + i + 16));
+      d = lane(d, load64(p + i + 24));
+    }
+    h = std::rotl(a, 1) + std::rotl(b, 7) + std::rotl(c, 12) + std::rotl(d, 18);
+    for (std::uint64_t v : {a, b, c, d}) h = (h ^ lane(0, v)) * kP1 + kP3;
+  } else {
+    h = seed + kP3;
+  }
+  h += len;
+  for (; i + 8 <= len; i += 8) h = std::rotl(h ^ lane(0, load64(p + i)), 27) * kP1 + kP3;
+  for (; i < len; ++i) h = std::rotl(h ^ (p[i] * kP3), 11) * kP1;
+  return avalanche(h);
+}
+
+std::uint64_t slot_checksum(const SlotHeader &h, const void *value) {
+  const auto *hb = reinterpret_cast<const unsigned char *>(&h) + kWriterOffset;
+  const std::uint64_t seed = checksum64(hb, kChecksumCoveredBytes, 0x5eed);
+  return checksum64(value, static_cast<std::size_t>(h.length), seed);
+}
+
+bool slot_valid(const SlotHeader &h, const void *value) {
+  return h.version != kNoVersion && h.length <= h.capacity && slot_checksum(h, value) == h.checksum;
+}
+
+std::size_t capacity_class(std::size_t need, std::size_t min_capacity) {
+  return std::bit_ceil(need < min_capacity ? min_capacity : need);
+}
+
+std::size_t slot_bytes(std::size_t capacity) {
+  return kHeaderBytes + ((capacity + 63) & ~std::size_t{63});
+}
+
+SlotAllocator::SlotAllocator(std::size_t min_capacity, std::size_t first_region_bytes, AttachFn attach)
+    : min_capacity_(std::bit_ceil(min_capacity < 8 ? std::size_t{8} : min_capacity)),
+      next_region_bytes_(first_region_bytes < (std::size_t{1} << 16) ? std::size_t{1} << 16 : first_region_bytes),
+      attach_(std::move(attach)), free_(64) {}
+
+SlotAllocator::~SlotAllocator() {
+  for (const Region &r : regions_) munmap(r.base, r.bytes);
+}
+
+std::size_t SlotAllocator::attached_bytes() const {
+  std::size_t n = 0;
+  for (const Region &r : regions_) n += r.bytes;
+  return n;
+}
+
+std::byte *SlotAllocator::carve(std::size_t bytes) {
+  if (bump_ == nullptr || static_cast<std::size_t>(bump_end_ - bump_) < bytes) {
+    std::size_t region = next_region_bytes_;
+    if (region < bytes) region = bytes;
+    region = (region + 4095) & ~std::size_t{4095};
+    void *mem = mmap(nullptr, region, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (mem == MAP_FAILED) throw std::bad_alloc();
+    try {
+      attach_(mem, region);
+    } catch (...) {
+      munmap(mem, region);
+      throw;
+    }
+    // The tail of the previous region is abandoned: at most one slot's worth per region.
+    regions_.push_back(Region{static_cast<std::byte *>(mem), region});
+    bump_ = static_cast<std::byte *>(mem);
+    bump_end_ = bump_ + region;
+    next_region_bytes_ = std::min(region * 2, kMaxRegionStep);
+  }
+  std::byte *p = bump_;
+  bump_ += bytes;
+  return p;
+}
+
+SlotAllocator::Block SlotAllocator::allocate(std::size_t need) {
+  const std::size_t cap = capacity_class(need, min_capacity_);
+  const auto cls = static_cast<std::size_t>(std::countr_zero(cap));
+  std::byte *base;
+  if (!free_[cls].empty()) {
+    base = free_[cls].back();
+    free_[cls].pop_back();
+  } else {
+    base = carve(slot_bytes(cap));
+  }
+  SlotHeader h{};
+  h.capacity = cap;
+  std::memcpy(base, &h, sizeof h);
+  return Block{base, cap};
+}
+
+void SlotAllocator::release(Block b) {
+  if (b.base == nullptr) return;
+  SlotHeader h{};
+  h.capacity = b.capacity;
+  h.state = kSlotRetired;
+  std::memcpy(b.base, &h, sizeof h);
+  free_[static_cast<std::size_t>(std::countr_zero(b.capacity))].push_back(b.base);
+}
+
+} // namespace rmastore::internal

@@ -1,0 +1,46 @@
+// GoogleTest main for MPI tests: every rank runs every test (test bodies are collective), rank 0
+// prints the usual report, other ranks print only their failures, and each rank writes its own
+// verdict file for tests/mpirun_test.sh.
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <cstdio>
+
+#include "test_util.hpp"
+
+namespace {
+
+class RankFailurePrinter : public ::testing::EmptyTestEventListener {
+public:
+  explicit RankFailurePrinter(int rank) : rank_(rank) {}
+  void OnTestPartResult(const ::testing::TestPartResult &r) override {
+    if (!r.failed()) return;
+    std::fprintf(stderr, "[rank %d] %s:%d: Failure\n%s\n", rank_, r.file_name() ? r.file_name() : "?", r.line_number(),
+                 r.summary());
+  }
+
+private:
+  int rank_;
+};
+
+} // namespace
+
+int main(int argc, char **argv) {
+  int provided = 0;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  ::testing::InitGoogleTest(&argc, argv);
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (rank != 0) {
+    auto &listeners = ::testing::UnitTest::GetInstance()->listeners();
+    delete listeners.Release(listeners.default_result_printer());
+    listeners.Append(new RankFailurePrinter(rank));
+  }
+  const int rc = RUN_ALL_TESTS();
+  const bool ok =
+      rc == 0 && provided == MPI_THREAD_MULTIPLE && ::testing::UnitTest::GetInstance()->test_to_run_count() > 0;
+  rmastore::test::write_verdict(ok);
+  MPI_Finalize();
+  return ok ? 0 : 1;
+}

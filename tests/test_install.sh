@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs rmastore into a scratch prefix, then builds tests/test_c_api.c as an outside consumer
+# twice, with find_package(rmastore) and with pkg-config, and runs both on 2 ranks.
+#   test_install.sh <build dir> <tests source dir> <mpirun> <C compiler>
+set -euo pipefail
+build=$1 tests=$2 mpirun=$3 cc=$4
+work=$(mktemp -d "${TMPDIR:-/tmp}/rmastore-install.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+prefix=$work/prefix
+
+cmake --install "$build" --prefix "$prefix" >/dev/null
+
+cmake -S "$tests/consumer" -B "$work/cmake-build" -DCMAKE_PREFIX_PATH="$prefix" \
+      -DCMAKE_C_COMPILER="$cc" -DCONSUMER_SOURCE="$tests/test_c_api.c" >/dev/null
+cmake --build "$work/cmake-build" >/dev/null
+echo "consumer built with find_package(rmastore)"
+
+mpi_pc=$(dirname "$(dirname "$mpirun")")/lib/pkgconfig
+pc_dir=$(dirname "$(find "$prefix" -name rmastore.pc | head -n1)")
+export PKG_CONFIG_PATH="$pc_dir:$mpi_pc${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
+libdir=$(pkg-config --variable=libdir rmastore)
+# shellcheck disable=SC2046
+"$cc" -std=c11 -o "$work/pc-consumer" "$tests/test_c_api.c" $(pkg-config --cflags --libs rmastore) \
+      -Wl,-rpath,"$libdir"
+echo "consumer built with pkg-config"
+
+for exe in "$work/cmake-build/consumer" "$work/pc-consumer"; do
+  "$tests/mpirun_test.sh" "$mpirun" 2 2 60 "$exe"
+done

@@ -1,0 +1,137 @@
+#include <gtest/gtest.h>
+
+#include <cstddef>
+#include <cstring>
+#include <random>
+#include <set>
+#include <vector>
+
+#include "slot.hpp"
+
+using namespace rmastore::internal;
+
+TEST(SlotLayout, HeaderIsOneCacheLineWithWriterPartAtTheEnd) {
+  EXPECT_EQ(sizeof(SlotHeader), 64u);
+  EXPECT_EQ(offsetof(SlotHeader, capacity), 0u);
+  EXPECT_EQ(kWriterOffset, 16u);
+  EXPECT_EQ(kWriterOffset + kWriterBytes, kHeaderBytes);
+  // The checksum must not cover itself.
+  EXPECT_EQ(kWriterOffset + kChecksumCoveredBytes, offsetof(SlotHeader, checksum));
+}
+
+TEST(SlotLayout, CapacityClassesArePowersOfTwoAboveTheMinimum) {
+  EXPECT_EQ(capacity_class(0, 64), 64u);
+  EXPECT_EQ(capacity_class(64, 64), 64u);
+  EXPECT_EQ(capacity_class(65, 64), 128u);
+  EXPECT_EQ(capacity_class(1000, 8), 1024u);
+  EXPECT_EQ(capacity_class(std::size_t{1} << 28, 64), std::size_t{1} << 28);
+  for (std::size_t c : {8u, 64u, 100u, 4096u}) EXPECT_EQ(slot_bytes(c) % 64, 0u);
+  EXPECT_GE(slot_bytes(100), kHeaderBytes + 100);
+}
+
+namespace {
+SlotHeader header_for(const std::vector<unsigned char> &v, std::uint64_t version) {
+  SlotHeader h{};
+  h.capacity = 1 << 20;
+  h.key = 42;
+  h.version = version;
+  h.length = v.size();
+  h.checksum = slot_checksum(h, v.data());
+  return h;
+}
+} // namespace
+
+TEST(SlotChecksum, AcceptsTheValueItWasComputedFor) {
+  for (std::size_t len : {0u, 1u, 7u, 8u, 31u, 32u, 33u, 1000u, 65536u}) {
+    std::vector<unsigned char> v(len, 0xab);
+    const SlotHeader h = header_for(v, 3);
+    EXPECT_TRUE(slot_valid(h, v.data())) << len;
+  }
+}
+
+TEST(SlotChecksum, DetectsEveryChangedByteAndHeaderField) {
+  std::mt19937 rng(5);
+  std::vector<unsigned char> v(300);
+  for (auto &b : v) b = static_cast<unsigned char>(rng());
+  const SlotHeader h = header_for(v, 9);
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    auto w = v;
+    w[i] ^= 1;
+    EXPECT_FALSE(slot_valid(h, w.data())) << "byte " << i;
+  }
+  SlotHeader g = h;
+  g.version = 10;
+  EXPECT_FALSE(slot_valid(g, v.data()));
+  g = h;
+  g.key = 43;
+  EXPECT_FALSE(slot_valid(g, v.data()));
+  g = h;
+  g.length = 299;
+  EXPECT_FALSE(slot_valid(g, v.data()));
+  g = h;
+  g.version = kNoVersion;
+  EXPECT_FALSE(slot_valid(g, v.data()));
+}
+
+TEST(SlotChecksum, DetectsTornMixesOfTwoValues) {
+  // A torn read is a prefix/suffix or interleaving of an old and a new value.
+  std::vector<unsigned char> oldv(4096, 1), newv(4096, 2);
+  const SlotHeader hnew = header_for(newv, 2), hold = header_for(oldv, 1);
+  for (std::size_t cut = 1; cut < 4096; cut += 61) {
+    auto mix = newv;
+    std::memcpy(mix.data(), oldv.data(), cut);
+    EXPECT_FALSE(slot_valid(hnew, mix.data()));
+    EXPECT_FALSE(slot_valid(hold, mix.data()));
+  }
+}
+
+TEST(SlotAllocator, AttachesRegionsThatGrowGeometrically) {
+  std::vector<std::size_t> attached;
+  SlotAllocator a(64, 1 << 16, [&](void *, std::size_t n) { attached.push_back(n); });
+  std::set<std::byte *> seen;
+  for (int i = 0; i < 5000; ++i) {
+    auto b = a.allocate(100);
+    EXPECT_EQ(b.capacity, 128u);
+    EXPECT_TRUE(seen.insert(b.base).second) << "slot handed out twice";
+    SlotHeader h;
+    std::memcpy(&h, b.base, sizeof h);
+    EXPECT_EQ(h.capacity, 128u);
+    EXPECT_EQ(h.version, kNoVersion);
+    std::memset(b.base + kHeaderBytes, 0xff, b.capacity); // must be writable
+  }
+  ASSERT_GE(attached.size(), 2u);
+  for (std::size_t i = 1; i < attached.size(); ++i) EXPECT_EQ(attached[i], 2 * attached[i - 1]);
+  EXPECT_EQ(a.regions().size(), attached.size());
+}
+
+TEST(SlotAllocator, ReusesReleasedSlotsAndPoisonsThem) {
+  int attaches = 0;
+  SlotAllocator a(8, 1 << 16, [&](void *, std::size_t) { ++attaches; });
+  auto b = a.allocate(1000);
+  SlotHeader h{};
+  h.capacity = b.capacity;
+  h.key = 7;
+  h.version = 5;
+  std::memcpy(b.base, &h, sizeof h);
+  a.release(b);
+  std::memcpy(&h, b.base, sizeof h);
+  EXPECT_EQ(h.version, kNoVersion) << "a freed slot must not look like a valid copy";
+  auto c = a.allocate(600);
+  EXPECT_EQ(c.base, b.base);
+  EXPECT_EQ(attaches, 1);
+}
+
+TEST(SlotAllocator, GivesLargeValuesTheirOwnRegion) {
+  std::vector<std::size_t> attached;
+  SlotAllocator a(64, 1 << 16, [&](void *, std::size_t n) { attached.push_back(n); });
+  auto big = a.allocate(std::size_t{256} << 20);
+  EXPECT_EQ(big.capacity, std::size_t{256} << 20);
+  ASSERT_FALSE(attached.empty());
+  EXPECT_GE(attached.back(), slot_bytes(big.capacity));
+  big.base[kHeaderBytes + big.capacity - 1] = std::byte{1}; // last byte is inside the region
+}
+
+TEST(SlotAllocator, PropagatesAttachFailure) {
+  SlotAllocator a(64, 1 << 16, [](void *, std::size_t) { throw std::bad_alloc(); });
+  EXPECT_THROW(a.allocate(10), std::bad_alloc);
+}

@@ -1,0 +1,85 @@
+#include "test_util.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+namespace rmastore::test {
+
+void write_verdict(bool pass) {
+  const char *dir = std::getenv("RMASTORE_TEST_VERDICT_DIR");
+  if (dir == nullptr) return;
+  const std::string path = std::string(dir) + "/rank-" + std::to_string(world_rank());
+  if (FILE *f = std::fopen(path.c_str(), "w")) {
+    std::fputs(pass ? "PASS\n" : "FAIL\n", f);
+    std::fclose(f);
+  }
+}
+
+int world_rank() {
+  int r = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+
+int world_size() {
+  int s = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &s);
+  return s;
+}
+
+namespace {
+std::uint64_t splitmix(std::uint64_t &s) {
+  std::uint64_t z = (s += 0x9e3779b97f4a7c15ULL);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+} // namespace
+
+// Layout: the first 16 bytes (or fewer) carry key ^ version and version; the rest is a stream
+// seeded by both. Any mix of two values fails check_value.
+std::vector<std::byte> make_value(std::uint64_t key, std::uint64_t version, std::size_t len) {
+  std::vector<std::byte> v(len);
+  std::uint64_t head[2] = {key ^ (version * 0x100000001b3ULL), version};
+  std::memcpy(v.data(), head, std::min(len, sizeof head));
+  std::uint64_t s = key * 31 + version;
+  for (std::size_t i = sizeof head; i < len; i += 8) {
+    const std::uint64_t x = splitmix(s);
+    std::memcpy(v.data() + i, &x, std::min<std::size_t>(8, len - i));
+  }
+  return v;
+}
+
+bool check_value(std::uint64_t key, const std::byte *buf, std::size_t len, std::uint64_t *version) {
+  if (len < 16) {
+    // Too short to carry the version: the caller must know it.
+    const auto expect = make_value(key, *version, len);
+    return len == 0 || std::memcmp(expect.data(), buf, len) == 0;
+  }
+  std::uint64_t head[2];
+  std::memcpy(head, buf, sizeof head);
+  const auto expect = make_value(key, head[1], len);
+  if (std::memcmp(expect.data(), buf, len) != 0) return false;
+  *version = head[1];
+  return true;
+}
+
+store_t make_store(int replicas, std::size_t initial_slot_size) {
+  store_config_t cfg;
+  store_config_init(&cfg);
+  cfg.replicas = std::min(replicas, world_size());
+  cfg.initial_slot_size = initial_slot_size;
+  store_t s = nullptr;
+  if (store_init(MPI_COMM_WORLD, &cfg, &s) != STORE_OK) return nullptr;
+  return s;
+}
+
+bool all_ranks(bool ok) {
+  int mine = ok ? 1 : 0, all = 0;
+  MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  return all == 1;
+}
+
+} // namespace rmastore::test

@@ -1,0 +1,32 @@
+// Shared by the tests: verdict files, deterministic values, and small MPI helpers.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "rmastore/store.h"
+
+namespace rmastore::test {
+
+// Writes PASS or FAIL for this rank where tests/mpirun_test.sh looks for it.
+void write_verdict(bool pass);
+
+int world_rank();
+int world_size();
+
+// A value fully determined by (key, version, len): tests rebuild it instead of storing it.
+std::vector<std::byte> make_value(std::uint64_t key, std::uint64_t version, std::size_t len);
+// True if buf[0..len) is make_value(key, version, len) for some version; stores it in *version.
+bool check_value(std::uint64_t key, const std::byte *buf, std::size_t len, std::uint64_t *version);
+
+// store_init over MPI_COMM_WORLD with `replicas` copies (capped at the job size).
+store_t make_store(int replicas, std::size_t initial_slot_size = 64);
+
+// Agreement across ranks: true only if `ok` is true on every rank.
+bool all_ranks(bool ok);
+
+} // namespace rmastore::test
