@@ -1,7 +1,7 @@
 /* Checks that the MPI really recovers from a dead process: 3 ranks, the last one
  * kills itself, the survivors see the failure, revoke, shrink to 2 and agree. */
-#include <mpi.h>
 #include <mpi-ext.h>
+#include <mpi.h>
 #include <signal.h>
 #include <stdio.h>
 
