@@ -12,10 +12,13 @@
 namespace rmastore::internal {
 namespace {
 
-// After any activity the helper spins (yielding the core to runnable threads) for this long
-// before it starts to sleep: puts tend to come in bursts.
-constexpr std::int64_t kHotWindowNs = 2'000'000;
-constexpr std::int64_t kFirstSleepNs = 2'000;
+// After activity (a message, or a ring from a waiting process) the helper polls for a short
+// window, because requests and puts come in bursts, then sleeps: first briefly, then ever longer
+// up to max_sleep. The window is short because a polling helper that the scheduler preempts is
+// runnable, not sleeping: a doorbell cannot wake it and it waits for a time slice (milliseconds).
+// Values chosen with store_bench (docs/benchmarks.md).
+constexpr std::int64_t kHotWindowNs = 200'000;
+constexpr std::int64_t kFirstSleepNs = 5'000;
 
 double thread_cpu_seconds(pthread_t t) {
   clockid_t cid;
@@ -33,8 +36,8 @@ std::int64_t Helper::now_ns() {
   return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
 }
 
-Helper::Helper(MPI_Comm comm, int max_sleep_us)
-    : comm_(comm), max_sleep_ns_(static_cast<std::int64_t>(max_sleep_us) * 1000) {
+Helper::Helper(MPI_Comm comm, Doorbells &bells, int max_sleep_us)
+    : comm_(comm), bells_(bells), max_sleep_ns_(static_cast<std::int64_t>(max_sleep_us) * 1000) {
   check_mpi(MPI_Comm_rank(comm_, &rank_), "MPI_Comm_rank");
 }
 
@@ -52,7 +55,6 @@ Helper::~Helper() {
 void Helper::start(Handler handler) {
   handler_ = std::move(handler);
   running_ = true;
-  mark_active();
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -62,6 +64,7 @@ void Helper::stop() {
   m.type = MsgType::kShutdown;
   MPI_Request r;
   check_mpi(MPI_Isend(&m, sizeof m, MPI_BYTE, rank_, kTagHelper, comm_, &r), "MPI_Isend");
+  bells_.ring(rank_);
   int done = 0;
   while (!done) {
     check_mpi(MPI_Test(&r, &done, MPI_STATUS_IGNORE), "MPI_Test");
@@ -74,6 +77,7 @@ void Helper::send(int dest, int tag, const CtrlMsg &msg) {
   Outgoing &o = outgoing_.emplace_back();
   o.msg = msg;
   check_mpi(MPI_Isend(&o.msg, sizeof o.msg, MPI_BYTE, dest, tag, comm_, &o.request), "MPI_Isend");
+  if (tag == kTagHelper) bells_.ring(dest);
 }
 
 bool Helper::poll_outgoing() {
@@ -99,9 +103,11 @@ void Helper::loop() {
   CtrlMsg in;
   MPI_Request recv = MPI_REQUEST_NULL;
   std::int64_t sleep_ns = kFirstSleepNs;
+  std::int64_t hot_since = now_ns();
   try {
     check_mpi(MPI_Irecv(&in, sizeof in, MPI_BYTE, MPI_ANY_SOURCE, kTagHelper, comm_, &recv), "MPI_Irecv");
     for (;;) {
+      const std::uint32_t ticket = bells_.ticket();
       int got = 0;
       MPI_Status st;
       check_mpi(MPI_Test(&recv, &got, &st), "MPI_Test");
@@ -112,19 +118,23 @@ void Helper::loop() {
         check_mpi(MPI_Irecv(&in, sizeof in, MPI_BYTE, MPI_ANY_SOURCE, kTagHelper, comm_, &recv), "MPI_Irecv");
         active = true;
       }
-      const std::int64_t now = now_ns();
-      if (active) {
-        last_activity_ns_.store(now, std::memory_order_relaxed);
+      if (active || bells_.ticket() != ticket) {
+        // Rung while polling: someone waits on this process; poll on.
+        hot_since = now_ns();
         sleep_ns = kFirstSleepNs;
         continue;
       }
-      if (now - last_activity_ns_.load(std::memory_order_relaxed) < kHotWindowNs || max_sleep_ns_ == 0) {
+      if (max_sleep_ns_ == 0 || now_ns() - hot_since < kHotWindowNs) {
         sched_yield();
         continue;
       }
-      timespec ts{0, static_cast<long>(sleep_ns)};
-      nanosleep(&ts, nullptr);
-      sleep_ns = std::min(sleep_ns * 2, max_sleep_ns_);
+      bells_.wait(ticket, sleep_ns);
+      if (bells_.ticket() != ticket) {
+        hot_since = now_ns();
+        sleep_ns = kFirstSleepNs;
+      } else {
+        sleep_ns = std::min(sleep_ns * 2, max_sleep_ns_);
+      }
     }
     // Drain replies still in flight before the communicator goes away.
     while (!outgoing_.empty()) {

@@ -3,7 +3,8 @@
 //   - keeps MPI progressing, because a put to this process completes only while some thread of
 //     this process is inside MPI (Open MPI's osc/rdma emulates RMA with active messages that the
 //     target handles in its progress engine),
-//   - sleeps when nothing happens, backing off from spinning to at most `max_sleep_us`.
+//   - sleeps on its doorbell when nothing happens (see doorbell.hpp), waking at least every
+//     `max_sleep_us` for messages from processes that have no bell to ring.
 #pragma once
 
 #include <mpi.h>
@@ -14,6 +15,7 @@
 #include <functional>
 #include <thread>
 
+#include "doorbell.hpp"
 #include "protocol.hpp"
 
 namespace rmastore::internal {
@@ -22,8 +24,9 @@ class Helper {
 public:
   using Handler = std::function<void(const CtrlMsg &, int source)>;
 
-  // `comm` is the control communicator; the helper receives kTagHelper messages on it.
-  Helper(MPI_Comm comm, int max_sleep_us);
+  // `comm` is the control communicator; the helper receives kTagHelper messages on it and
+  // sleeps on its bell in `bells` (which must outlive it).
+  Helper(MPI_Comm comm, Doorbells &bells, int max_sleep_us);
   ~Helper();
   Helper(const Helper &) = delete;
   Helper &operator=(const Helper &) = delete;
@@ -32,11 +35,9 @@ public:
   // Asks the thread to exit and joins it. Called by the application thread.
   void stop();
 
-  // Queues a message. Helper thread only (from inside the handler).
+  // Queues a message, and wakes the receiving helper if it is one. Helper thread only (from
+  // inside the handler).
   void send(int dest, int tag, const CtrlMsg &msg);
-
-  // Any thread: something is going on; stay responsive for a while.
-  void mark_active() { last_activity_ns_.store(now_ns(), std::memory_order_relaxed); }
 
   double cpu_seconds() const;
 
@@ -52,12 +53,12 @@ private:
   };
 
   MPI_Comm comm_;
+  Doorbells &bells_;
   int rank_ = 0;
   std::int64_t max_sleep_ns_;
   Handler handler_;
   std::thread thread_;
   std::atomic<bool> running_{false};
-  std::atomic<std::int64_t> last_activity_ns_{0};
   std::atomic<double> final_cpu_seconds_{0.0};
   std::deque<Outgoing> outgoing_; // deque: queued messages keep their address while MPI sends them
 };

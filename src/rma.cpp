@@ -5,12 +5,19 @@
 #include <algorithm>
 #include <climits>
 
+#include "doorbell.hpp"
 #include "errors.hpp"
+#include "helper.hpp"
 
 namespace rmastore::internal {
 namespace {
 // MPI counts are ints; larger transfers are split.
 constexpr std::size_t kMaxChunk = std::size_t{1} << 30;
+// An operation to a process whose application thread is inside MPI completes within a few
+// microseconds; one that takes longer waits for the target's helper, which may be asleep.
+constexpr std::int64_t kRingAfterNs = 2'000;
+constexpr std::int64_t kRingAgainNs = 20'000;
+constexpr std::int64_t kRangeRetryNs = 1'000'000'000;
 } // namespace
 
 RmaWindow::RmaWindow(MPI_Comm comm) {
@@ -40,43 +47,61 @@ void RmaWindow::close() {
 }
 
 void RequestSet::put(RmaWindow &w, int target, MPI_Aint address, const void *buf, std::size_t len) {
-  const auto *p = static_cast<const char *>(buf);
-  do {
-    const std::size_t n = std::min(len, kMaxChunk);
-    MPI_Request r;
-    check_mpi(
-        MPI_Rput(p, static_cast<int>(n), MPI_BYTE, target, address, static_cast<int>(n), MPI_BYTE, w.handle(), &r),
-        "MPI_Rput");
-    reqs_.push_back(r);
-    targets_.push_back(target);
-    p += n;
-    address += static_cast<MPI_Aint>(n);
-    len -= n;
-  } while (len > 0);
+  issue(w, true, target, address, const_cast<void *>(buf), len);
 }
 
 void RequestSet::get(RmaWindow &w, int target, MPI_Aint address, void *buf, std::size_t len) {
+  issue(w, false, target, address, buf, len);
+}
+
+void RequestSet::issue(RmaWindow &w, bool is_put, int target, MPI_Aint address, void *buf, std::size_t len) {
   auto *p = static_cast<char *>(buf);
   do {
-    const std::size_t n = std::min(len, kMaxChunk);
+    const int n = static_cast<int>(std::min(len, kMaxChunk));
     MPI_Request r;
-    check_mpi(
-        MPI_Rget(p, static_cast<int>(n), MPI_BYTE, target, address, static_cast<int>(n), MPI_BYTE, w.handle(), &r),
-        "MPI_Rget");
+    // Open MPI 5.0.7's osc/rdma reads a same-node target's table of attached regions without
+    // its lock (osc_rdma_dynamic.c, ompi_osc_rdma_find_dynamic_region), while MPI_Win_attach on
+    // the target reorders that table in place. An operation issued meanwhile fails with
+    // MPI_ERR_RMA_RANGE although its address is attached (seen in tests). Every address used
+    // here was granted by the target after attaching it, so this error is that race: retry.
+    const std::int64_t give_up = Helper::now_ns() + kRangeRetryNs;
+    for (;;) {
+      const int rc = is_put ? MPI_Rput(p, n, MPI_BYTE, target, address, n, MPI_BYTE, w.handle(), &r)
+                            : MPI_Rget(p, n, MPI_BYTE, target, address, n, MPI_BYTE, w.handle(), &r);
+      int cls = MPI_SUCCESS;
+      if (rc != MPI_SUCCESS) MPI_Error_class(rc, &cls);
+      if (cls != MPI_ERR_RMA_RANGE || Helper::now_ns() > give_up) {
+        check_mpi(rc, is_put ? "MPI_Rput" : "MPI_Rget");
+        break;
+      }
+      sched_yield();
+    }
     reqs_.push_back(r);
     targets_.push_back(target);
     p += n;
-    address += static_cast<MPI_Aint>(n);
-    len -= n;
+    address += n;
+    len -= static_cast<std::size_t>(n);
   } while (len > 0);
 }
 
-void RequestSet::wait_all() {
+void RequestSet::wait_all(Doorbells *bells) {
   Backoff backoff;
+  std::int64_t next_ring = Helper::now_ns() + kRingAfterNs;
   while (!reqs_.empty()) {
     int done = 0;
     check_mpi(MPI_Testall(static_cast<int>(reqs_.size()), reqs_.data(), &done, MPI_STATUSES_IGNORE), "MPI_Testall");
     if (done) break;
+    if (bells != nullptr) {
+      const std::int64_t now = Helper::now_ns();
+      if (now >= next_ring) {
+        int last = -1;
+        for (int t : targets_) {
+          if (t != last) bells->ring(t);
+          last = t;
+        }
+        next_ring = now + kRingAgainNs;
+      }
+    }
     backoff.pause();
   }
   reqs_.clear();

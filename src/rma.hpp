@@ -15,6 +15,8 @@
 
 namespace rmastore::internal {
 
+class Doorbells;
+
 class RmaWindow {
 public:
   explicit RmaWindow(MPI_Comm comm);
@@ -37,11 +39,14 @@ class RequestSet {
 public:
   void put(RmaWindow &w, int target, MPI_Aint address, const void *buf, std::size_t len);
   void get(RmaWindow &w, int target, MPI_Aint address, void *buf, std::size_t len);
-  // Polls until every request completed.
-  void wait_all();
+  // Polls until every request completed. Targets that take longer than a few microseconds get
+  // their helper woken through `bells` (may be null), and again while they stay incomplete.
+  void wait_all(Doorbells *bells);
   bool empty() const { return reqs_.empty(); }
 
 private:
+  void issue(RmaWindow &w, bool is_put, int target, MPI_Aint address, void *buf, std::size_t len);
+
   std::vector<MPI_Request> reqs_;
   std::vector<int> targets_;
 };

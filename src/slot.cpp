@@ -58,14 +58,36 @@ std::uint64_t checksum64(const void *data, std::size_t len, std::uint64_t seed) 
   return avalanche(h);
 }
 
+std::uint64_t header_checksum(const SlotHeader &h) {
+  SlotHeader c = h;
+  c.checksum = 0;
+  return checksum64(reinterpret_cast<const unsigned char *>(&c) + kWriterOffset, kWriterBytes, 0x5eed);
+}
+
 std::uint64_t slot_checksum(const SlotHeader &h, const void *value) {
-  const auto *hb = reinterpret_cast<const unsigned char *>(&h) + kWriterOffset;
-  const std::uint64_t seed = checksum64(hb, kChecksumCoveredBytes, 0x5eed);
-  return checksum64(value, static_cast<std::size_t>(h.length), seed);
+  return checksum64(value, static_cast<std::size_t>(h.length), header_checksum(h));
 }
 
 bool slot_valid(const SlotHeader &h, const void *value) {
-  return h.version != kNoVersion && h.length <= h.capacity && slot_checksum(h, value) == h.checksum;
+  return h.version != kNoVersion && h.length <= h.capacity && !sequenced(h.length) && h.flags == 0 &&
+         slot_checksum(h, value) == h.checksum;
+}
+
+bool sequenced_valid(const SlotHeader &before, const SlotHeader &after) {
+  return before.version != kNoVersion && before.flags == 0 && before.state == kSlotLive && sequenced(before.length) &&
+         before.length <= before.capacity && header_checksum(before) == before.checksum &&
+         std::memcmp(&before, &after, sizeof before) == 0;
+}
+
+SlotHeader empty_header(std::uint64_t capacity) {
+  SlotHeader h{};
+  h.capacity = capacity;
+  h.checksum = header_checksum(h);
+  return h;
+}
+
+bool slot_empty(const SlotHeader &h) {
+  return h.version == kNoVersion && h.length == 0 && h.flags == 0 && h.checksum == header_checksum(h);
 }
 
 std::size_t capacity_class(std::size_t need, std::size_t min_capacity) {
@@ -125,8 +147,7 @@ SlotAllocator::Block SlotAllocator::allocate(std::size_t need) {
   } else {
     base = carve(slot_bytes(cap));
   }
-  SlotHeader h{};
-  h.capacity = cap;
+  const SlotHeader h = empty_header(cap);
   std::memcpy(base, &h, sizeof h);
   return Block{base, cap};
 }

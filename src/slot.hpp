@@ -6,16 +6,26 @@
 //   offset  0  capacity   u64  written by the holder only
 //   offset  8  state      u64  written by the holder only: kSlotLive or kSlotRetired
 //   offset 16  key        u64  -+
-//   offset 24  version    u64   |  written by the writer together with the value, in one
-//   offset 32  length     u64   |  RMA put: [16, 64 + length)
+//   offset 24  version    u64   |  written by the writer: [16, 64) and the value
+//   offset 32  length     u64   |
 //   offset 40  epoch      u32   |
 //   offset 44  writer     u32   |
-//   offset 48  checksum   u64   |  over bytes [16, 48) and the value
-//   offset 56  reserved   u64  -+
+//   offset 48  checksum   u64   |  over bytes [16, 64) (this field as 0), and the value
+//   offset 56  flags      u64  -+  kFlagWriting while a sequenced value is being written
 //   offset 64  value bytes ...
 //
-// A reader accepts a copy only if its checksum matches, so a read that races with a put (which
-// may land in any byte order) is detected and retried instead of returning a torn value.
+// A put may land in any byte order, and a get may race with it; even one 8-byte field of the
+// header can be read half old, half new (seen in tests). So a reader takes no decision on a
+// header it has not validated. Two protocols make sure a get never returns a torn value:
+//   checksummed (length <= kChecksumLimit): header and value go out together in one round trip;
+//     the checksum covers both, and a reader accepts a copy only if it matches.
+//   sequenced (larger values, where hashing would cost more than two round trips): the writer
+//     puts the header marked kFlagWriting and waits for completion, puts the value and waits,
+//     then puts the header unmarked. The checksum covers the header only. A reader reads the
+//     header, then the value, then the header again, and accepts two identical, valid, unmarked
+//     headers.
+// A slot that was never written holds a valid empty header (version 0, length 0), so "not found"
+// is also a validated answer.
 #pragma once
 
 #include <cstddef>
@@ -34,7 +44,7 @@ struct SlotHeader {
   std::uint32_t epoch;
   std::uint32_t writer;
   std::uint64_t checksum;
-  std::uint64_t reserved1;
+  std::uint64_t flags;
 };
 static_assert(sizeof(SlotHeader) == 64, "slot header must stay one cache line");
 
@@ -43,6 +53,13 @@ inline constexpr std::size_t kHeaderBytes = sizeof(SlotHeader);
 inline constexpr std::size_t kWriterOffset = offsetof(SlotHeader, key);
 inline constexpr std::size_t kWriterBytes = kHeaderBytes - kWriterOffset;
 inline constexpr std::size_t kChecksumCoveredBytes = offsetof(SlotHeader, checksum) - kWriterOffset;
+// Values above this length use the sequenced protocol.
+inline constexpr std::size_t kChecksumLimit = 256 * 1024;
+inline constexpr std::uint64_t kFlagWriting = 1;
+inline bool sequenced(std::uint64_t length) {
+  return length > kChecksumLimit;
+}
+
 // Version 0 marks a slot that was allocated but never written.
 inline constexpr std::uint64_t kNoVersion = 0;
 // A retired slot was given up by its key (it moved or was freed). A reader that still had its
@@ -53,12 +70,19 @@ inline constexpr std::uint64_t kSlotRetired = 0x5245544952454421ULL; // "RETIRED
 // 64-bit checksum of a byte string; four independent lanes so that it runs near memory speed.
 std::uint64_t checksum64(const void *data, std::size_t len, std::uint64_t seed);
 
-// Checksum a writer stores in h.checksum for `value`: covers key, version, length, epoch, writer
-// and the value.
+// Checksum of the writer's part of the header, and of a checksummed copy (header and value).
+std::uint64_t header_checksum(const SlotHeader &h);
 std::uint64_t slot_checksum(const SlotHeader &h, const void *value);
 
-// True if `h` and `value` (h.length bytes) form a complete, untorn copy.
+// Checksummed copies: true if `h` and `value` (h.length bytes) form a complete, untorn copy.
 bool slot_valid(const SlotHeader &h, const void *value);
+// Sequenced copies: true if the headers read before and after the value show that no put
+// touched the value meanwhile.
+bool sequenced_valid(const SlotHeader &before, const SlotHeader &after);
+// True if `h` is the untorn header of a slot that was never written.
+bool slot_empty(const SlotHeader &h);
+// The header of a slot that was never written.
+SlotHeader empty_header(std::uint64_t capacity);
 
 // Capacity classes are powers of two, at least `min_capacity` (itself a power of two >= 8).
 std::size_t capacity_class(std::size_t need, std::size_t min_capacity);

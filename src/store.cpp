@@ -1,6 +1,7 @@
 #include "store.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <map>
 #include <new>
@@ -117,7 +118,8 @@ std::unique_ptr<Store> Store::create(MPI_Comm comm, const Config &cfg) {
     s->window_ = std::make_unique<RmaWindow>(s->comm_);
     s->allocator_ = std::make_unique<SlotAllocator>(
         cfg.initial_slot_size, cfg.capacity_hint, [w = s->window_.get()](void *p, std::size_t n) { w->attach(p, n); });
-    s->helper_ = std::make_unique<Helper>(s->ctrl_, cfg.helper_max_sleep_us);
+    s->bells_ = std::make_unique<Doorbells>(s->comm_);
+    s->helper_ = std::make_unique<Helper>(s->ctrl_, *s->bells_, cfg.helper_max_sleep_us);
   } catch (const StoreError &e) {
     ok = false;
     failure = e.status();
@@ -145,6 +147,7 @@ Store::~Store() {
   if (finalized_) return;
   // Error paths only: stop the thread before the objects it uses go away.
   helper_.reset();
+  bells_.reset();
   window_.reset();
   allocator_.reset();
   if (ctrl_ != MPI_COMM_NULL) MPI_Comm_free(&ctrl_);
@@ -155,6 +158,8 @@ void Store::finalize() {
   // After the barrier nobody sends a request any more, so the helpers may stop.
   check_mpi(MPI_Barrier(comm_), "MPI_Barrier");
   helper_->stop();
+  helper_.reset();
+  bells_.reset();
   window_->close();
   window_.reset();
   {
@@ -375,6 +380,7 @@ std::vector<CtrlMsg> Store::request(std::uint64_t key, const std::vector<int> &h
     MPI_Request rr, sr;
     check_mpi(MPI_Irecv(&replies[i], sizeof(CtrlMsg), MPI_BYTE, holders[i], kTagReply, ctrl_, &rr), "MPI_Irecv");
     check_mpi(MPI_Isend(&sent[i], sizeof(CtrlMsg), MPI_BYTE, holders[i], kTagHelper, ctrl_, &sr), "MPI_Isend");
+    bells_->ring(holders[i]);
     reqs.push_back(rr);
     reqs.push_back(sr);
     out[i].request = 0; // filled from replies below
@@ -399,7 +405,6 @@ std::vector<CtrlMsg> Store::request(std::uint64_t key, const std::vector<int> &h
 }
 
 void Store::put(std::uint64_t key, const void *buf, std::size_t len) {
-  helper_->mark_active();
   std::vector<HolderCache> hcs;
   std::uint64_t version = 0;
   for (int attempt = 0;; ++attempt) {
@@ -434,39 +439,41 @@ void Store::put(std::uint64_t key, const void *buf, std::size_t len) {
   h.epoch = epoch_;
   h.writer = static_cast<std::uint32_t>(rank_);
   const auto *hw = reinterpret_cast<const std::byte *>(&h) + kWriterOffset;
+  // Writes `bytes` at `offset` of every copy: remote ones by RMA, our own by memcpy.
   RequestSet rs;
-  if (len <= kStagingLimit) {
-    h.checksum = slot_checksum(h, buf);
-    std::memcpy(staging_.data(), hw, kWriterBytes);
-    if (len > 0) std::memcpy(staging_.data() + kWriterBytes, buf, len);
-    for (const HolderCache &hc : hcs) {
-      if (hc.holder == rank_) continue;
-      rs.put(*window_, hc.holder, static_cast<MPI_Aint>(hc.address + kWriterOffset), staging_.data(),
-             kWriterBytes + len);
-    }
+  const auto to_all = [&](std::size_t offset, const void *src, std::size_t bytes) {
     for (const HolderCache &hc : hcs) {
       if (hc.holder == rank_) {
-        std::memcpy(reinterpret_cast<std::byte *>(hc.address) + kWriterOffset, staging_.data(), kWriterBytes + len);
+        std::memcpy(reinterpret_cast<std::byte *>(hc.address) + offset, src, bytes);
+        std::atomic_thread_fence(std::memory_order_release);
+      } else if (bytes > 0) {
+        rs.put(*window_, hc.holder, static_cast<MPI_Aint>(hc.address + offset), src, bytes);
       }
     }
+  };
+  if (sequenced(len)) {
+    h.flags = kFlagWriting;
+    h.checksum = header_checksum(h);
+    to_all(kWriterOffset, hw, kWriterBytes);
+    rs.wait_all(bells_.get());
+    to_all(kHeaderBytes, buf, len);
+    rs.wait_all(bells_.get());
+    h.flags = 0;
+    h.checksum = header_checksum(h);
+    to_all(kWriterOffset, hw, kWriterBytes);
   } else {
-    // Values go out first, straight from the caller's buffer; the checksum is computed while
-    // they travel, and the header follows.
-    for (const HolderCache &hc : hcs) {
-      if (hc.holder != rank_) rs.put(*window_, hc.holder, static_cast<MPI_Aint>(hc.address + kHeaderBytes), buf, len);
-    }
     h.checksum = slot_checksum(h, buf);
-    for (const HolderCache &hc : hcs) {
-      if (hc.holder == rank_) {
-        auto *base = reinterpret_cast<std::byte *>(hc.address);
-        std::memcpy(base + kHeaderBytes, buf, len);
-        std::memcpy(base + kWriterOffset, hw, kWriterBytes);
-      } else {
-        rs.put(*window_, hc.holder, static_cast<MPI_Aint>(hc.address + kWriterOffset), hw, kWriterBytes);
-      }
+    if (len <= kStagingLimit) {
+      // One put per copy: header and value side by side in a staging buffer.
+      std::memcpy(staging_.data(), hw, kWriterBytes);
+      if (len > 0) std::memcpy(staging_.data() + kWriterBytes, buf, len);
+      to_all(kWriterOffset, staging_.data(), kWriterBytes + len);
+    } else {
+      to_all(kHeaderBytes, buf, len);
+      to_all(kWriterOffset, hw, kWriterBytes);
     }
   }
-  rs.wait_all();
+  rs.wait_all(bells_.get());
   std::lock_guard lk(cache_mutex_);
   KeyState &ks = key_state_locked(key);
   ks.version = std::max(ks.version, h.version);
@@ -482,61 +489,100 @@ Store::ReadResult Store::read_local(std::uint64_t key, void *buf, std::size_t ca
     block = it->second.block;
   }
   // The copy is read without the lock: a writer's put may land meanwhile, and a concurrent move
-  // may even free the slot (memory stays mapped). The checksum tells both apart from a good copy.
+  // may even retire the slot (its memory stays mapped). The protocols in slot.hpp tell both
+  // apart from a good copy.
   SlotHeader h;
   std::memcpy(&h, block.base, sizeof h);
-  if (h.state != kSlotLive || (h.key != key && h.version != kNoVersion)) return ReadResult::kRetry;
-  if (h.version == kNoVersion) return ReadResult::kNotFound;
-  if (h.length > block.capacity) return ReadResult::kRetry;
-  const std::byte *value = block.base + kHeaderBytes;
-  if (h.length > capacity) {
-    std::vector<std::byte> tmp(h.length);
-    std::memcpy(tmp.data(), value, h.length);
-    if (!slot_valid(h, tmp.data())) return ReadResult::kRetry;
-    *len = h.length;
-    return ReadResult::kTruncated;
+  std::atomic_thread_fence(std::memory_order_acquire);
+  if (h.state != kSlotLive) return ReadResult::kRetry;
+  if (slot_empty(h)) return ReadResult::kNotFound;
+  if (h.version == kNoVersion || h.key != key || h.length > block.capacity || h.flags != 0) {
+    return ReadResult::kRetry; // torn, or moved away: look again
   }
-  if (h.length > 0) std::memcpy(buf, value, h.length);
-  if (!slot_valid(h, buf)) return ReadResult::kRetry;
+  const std::byte *value = block.base + kHeaderBytes;
+  std::vector<std::byte> tmp;
+  std::byte *dst = static_cast<std::byte *>(buf);
+  if (h.length > capacity) {
+    if (sequenced(h.length)) {
+      // Only the length is wanted: a header that stays the same across a re-read is current.
+      SlotHeader again;
+      std::memcpy(&again, block.base, sizeof again);
+      if (!sequenced_valid(h, again)) return ReadResult::kRetry;
+      *len = h.length;
+      return ReadResult::kTruncated;
+    }
+    tmp.resize(h.length);
+    dst = tmp.data();
+  }
+  if (h.length > 0) std::memcpy(dst, value, h.length);
+  bool ok;
+  if (sequenced(h.length)) {
+    std::atomic_thread_fence(std::memory_order_acquire);
+    SlotHeader again;
+    std::memcpy(&again, block.base, sizeof again);
+    ok = sequenced_valid(h, again);
+  } else {
+    ok = slot_valid(h, dst);
+  }
+  if (!ok) return ReadResult::kRetry;
   *len = h.length;
-  return ReadResult::kOk;
+  return h.length > capacity ? ReadResult::kTruncated : ReadResult::kOk;
 }
 
 Store::ReadResult Store::read_remote(std::uint64_t key, const HolderCache &hc, void *buf, std::size_t capacity,
                                      std::size_t *len) {
-  std::size_t fetch = std::min<std::size_t>(
-      {capacity, static_cast<std::size_t>(hc.capacity), std::max<std::size_t>(hc.length_hint, kFirstReadBytes)});
+  const MPI_Aint header_at = static_cast<MPI_Aint>(hc.address);
+  const MPI_Aint value_at = static_cast<MPI_Aint>(hc.address + kHeaderBytes);
+  // A checksummed value is fetched with its header in one round trip (guessing its length from
+  // the last read); a sequenced one must be read after its header, so nothing is guessed.
+  std::size_t fetch = 0;
+  if (!sequenced(hc.length_hint)) {
+    fetch = std::min<std::size_t>({capacity, static_cast<std::size_t>(hc.capacity),
+                                   std::max<std::size_t>(hc.length_hint, kFirstReadBytes), kChecksumLimit});
+  }
   SlotHeader h;
   RequestSet rs;
-  rs.get(*window_, hc.holder, static_cast<MPI_Aint>(hc.address), &h, sizeof h);
-  if (fetch > 0) rs.get(*window_, hc.holder, static_cast<MPI_Aint>(hc.address + kHeaderBytes), buf, fetch);
-  rs.wait_all();
-  if (h.state != kSlotLive || h.capacity != hc.capacity || (h.version != kNoVersion && h.key != key)) {
-    return ReadResult::kStale;
-  }
-  if (h.version == kNoVersion) return ReadResult::kNotFound;
-  if (h.length > h.capacity) return ReadResult::kRetry;
-  const MPI_Aint value_at = static_cast<MPI_Aint>(hc.address + kHeaderBytes);
-  if (h.length > capacity) {
-    std::vector<std::byte> tmp(h.length);
-    rs.get(*window_, hc.holder, value_at, tmp.data(), h.length);
-    rs.wait_all();
-    if (!slot_valid(h, tmp.data())) return ReadResult::kRetry;
+  rs.get(*window_, hc.holder, header_at, &h, sizeof h);
+  if (fetch > 0) rs.get(*window_, hc.holder, value_at, buf, fetch);
+  rs.wait_all(bells_.get());
+  if (h.state != kSlotLive || h.capacity != hc.capacity) return ReadResult::kStale;
+  if (slot_empty(h)) return ReadResult::kNotFound;
+  // A key that does not match may be torn (the key of a first write landing on an empty
+  // header) or belong to a reused slot: both are settled by looking the key up again.
+  if (h.version != kNoVersion && h.key != key) return ReadResult::kStale;
+  if (h.version == kNoVersion || h.length > h.capacity || h.flags != 0) return ReadResult::kRetry;
+
+  if (sequenced(h.length)) {
+    SlotHeader again;
+    if (h.length <= capacity) {
+      rs.get(*window_, hc.holder, value_at, buf, h.length);
+      rs.wait_all(bells_.get());
+    }
+    rs.get(*window_, hc.holder, header_at, &again, sizeof again);
+    rs.wait_all(bells_.get());
+    if (!sequenced_valid(h, again)) return ReadResult::kRetry;
     *len = h.length;
-    return ReadResult::kTruncated;
+    return h.length > capacity ? ReadResult::kTruncated : ReadResult::kOk;
   }
-  if (h.length > fetch) {
-    rs.get(*window_, hc.holder, value_at + static_cast<MPI_Aint>(fetch), static_cast<std::byte *>(buf) + fetch,
-           h.length - fetch);
-    rs.wait_all();
+
+  std::vector<std::byte> tmp;
+  std::byte *dst = static_cast<std::byte *>(buf);
+  std::size_t have = fetch;
+  if (h.length > capacity) {
+    tmp.resize(h.length); // checksummed values are small; the checksum needs all of it
+    dst = tmp.data();
+    have = 0;
   }
-  if (!slot_valid(h, buf)) return ReadResult::kRetry;
+  if (h.length > have) {
+    rs.get(*window_, hc.holder, value_at + static_cast<MPI_Aint>(have), dst + have, h.length - have);
+    rs.wait_all(bells_.get());
+  }
+  if (!slot_valid(h, dst)) return ReadResult::kRetry;
   *len = h.length;
-  return ReadResult::kOk;
+  return h.length > capacity ? ReadResult::kTruncated : ReadResult::kOk;
 }
 
 store_status_t Store::get(std::uint64_t key, void *buf, std::size_t capacity, std::size_t *len) {
-  helper_->mark_active();
   // Cheapest copy: our own, else one on our node, else the first in placement order. A reader
   // keeps to its copy while a put lands there: switching to another copy could return an older
   // value than the one it just read, because a put reaches its copies at different times.
@@ -632,7 +678,10 @@ bool Store::read_local_copy(std::uint64_t key, SlotHeader &header, std::vector<s
   std::memcpy(&header, it->second.block.base, sizeof header);
   if (header.version == kNoVersion || header.length > it->second.block.capacity) return false;
   value.assign(it->second.block.base + kHeaderBytes, it->second.block.base + kHeaderBytes + header.length);
-  return slot_valid(header, value.data());
+  if (!sequenced(header.length)) return slot_valid(header, value.data());
+  SlotHeader again;
+  std::memcpy(&again, it->second.block.base, sizeof again);
+  return sequenced_valid(header, again);
 }
 
 } // namespace rmastore::internal

@@ -19,6 +19,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "doorbell.hpp"
 #include "helper.hpp"
 #include "placement.hpp"
 #include "protocol.hpp"
@@ -33,7 +34,7 @@ struct Config {
   std::size_t initial_slot_size = 64;
   std::size_t capacity_hint = std::size_t{1} << 20;
   int node_id = -1;
-  int helper_max_sleep_us = 200;
+  int helper_max_sleep_us = 1000;
 };
 
 // Values up to this size travel in one put together with their header (copied into a staging
@@ -127,6 +128,7 @@ private:
   Config config_;
   std::unique_ptr<Placement> placement_;
   std::unique_ptr<RmaWindow> window_;
+  std::unique_ptr<Doorbells> bells_;
   std::unique_ptr<Helper> helper_;
   std::uint32_t epoch_ = 0;
 

@@ -10,6 +10,8 @@ trap 'rm -rf "$dir"' EXIT
 
 flags=(--with-ft ulfm --oversubscribe --bind-to none -n "$np")
 [ "$(id -u)" = 0 ] && flags+=(--allow-run-as-root)
+# Pass the library's and the tests' own settings (RMASTORE_*) on to every rank.
+for v in $(compgen -e | grep '^RMASTORE_' || true); do flags+=(-x "$v"); done
 # --with-ft ulfm makes every rank print that osc/rdma is untested after failures; expected noise.
 RMASTORE_TEST_VERDICT_DIR=$dir timeout --kill-after=10 "$limit" "$mpirun" "${flags[@]}" "$@" 2>&1 |
   grep -a -v -e "is not tested for post-failure operation" -e "help-mpi-ft.txt" -e "^ *osc module" \

@@ -10,12 +10,13 @@ prefix=$work/prefix
 
 cmake --install "$build" --prefix "$prefix" >/dev/null
 
-cmake -S "$tests/consumer" -B "$work/cmake-build" -DCMAKE_PREFIX_PATH="$prefix" \
+mpi_home=$(dirname "$(dirname "$mpirun")")
+cmake -S "$tests/consumer" -B "$work/cmake-build" -DCMAKE_PREFIX_PATH="$prefix" -DMPI_HOME="$mpi_home" \
       -DCMAKE_C_COMPILER="$cc" -DCONSUMER_SOURCE="$tests/test_c_api.c" >/dev/null
 cmake --build "$work/cmake-build" >/dev/null
 echo "consumer built with find_package(rmastore)"
 
-mpi_pc=$(dirname "$(dirname "$mpirun")")/lib/pkgconfig
+mpi_pc=$mpi_home/lib/pkgconfig
 pc_dir=$(dirname "$(find "$prefix" -name rmastore.pc | head -n1)")
 export PKG_CONFIG_PATH="$pc_dir:$mpi_pc${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
 libdir=$(pkg-config --variable=libdir rmastore)

@@ -45,7 +45,8 @@ protected:
 } // namespace
 
 TEST_P(PutGet, AllSizesFromEveryRank) {
-  const std::vector<std::size_t> sizes = {0, 1, 8, kSlot - 1, kSlot, kSlot + 1, 1 << 20, 64 << 20};
+  constexpr std::size_t kLimit = rmastore::internal::kChecksumLimit; // where the protocols meet
+  const std::vector<std::size_t> sizes = {0, 1, 8, kSlot - 1, kSlot, kSlot + 1, kLimit, kLimit + 1, 1 << 20, 64 << 20};
   const int me = world_rank(), p = world_size();
   for (std::size_t i = 0; i < sizes.size(); ++i) {
     put(static_cast<store_key_t>(me * 100 + i), 1, sizes[i]);
@@ -61,7 +62,7 @@ TEST_P(PutGet, AllSizesFromEveryRank) {
 }
 
 TEST_P(PutGet, ValuesGrowAndShrink) {
-  const std::vector<std::size_t> sizes = {8, 1000, 100000, 3, 0, 1 << 20, 16, 70000, 65};
+  const std::vector<std::size_t> sizes = {8, 1000, 100000, 3, 0, 1 << 20, 16, 70000, 65, 300000, 2000};
   const int me = world_rank(), p = world_size();
   const auto key = static_cast<store_key_t>(1000 + me);
   for (std::size_t i = 0; i < sizes.size(); ++i) {

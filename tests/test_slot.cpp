@@ -85,6 +85,64 @@ TEST(SlotChecksum, DetectsTornMixesOfTwoValues) {
   }
 }
 
+TEST(SlotSequence, AcceptsOnlyTwoIdenticalFinishedHeaders) {
+  SlotHeader h{};
+  h.capacity = 1 << 20;
+  h.key = 1;
+  h.version = 4;
+  h.length = kChecksumLimit + 1;
+  h.checksum = header_checksum(h);
+  EXPECT_TRUE(sequenced(h.length));
+  EXPECT_FALSE(sequenced(kChecksumLimit));
+  EXPECT_TRUE(sequenced_valid(h, h));
+  for (std::size_t byte = kWriterOffset; byte < kHeaderBytes; ++byte) {
+    SlotHeader torn = h;
+    reinterpret_cast<unsigned char *>(&torn)[byte] ^= 0x40;
+    EXPECT_FALSE(sequenced_valid(torn, torn)) << "a torn header byte " << byte << " passed";
+  }
+  SlotHeader g = h;
+  g.version = 5; // a put finished in between
+  EXPECT_FALSE(sequenced_valid(h, g));
+  g = h;
+  g.flags = kFlagWriting; // a put started in between
+  EXPECT_FALSE(sequenced_valid(h, g));
+  EXPECT_FALSE(sequenced_valid(g, g)) << "a header marked as being written is never accepted";
+  g = h;
+  g.state = kSlotRetired;
+  EXPECT_FALSE(sequenced_valid(g, g));
+  g = h;
+  g.version = kNoVersion;
+  EXPECT_FALSE(sequenced_valid(g, g));
+  // A checksummed reader never accepts a sequenced copy, whatever its checksum field holds.
+  std::vector<unsigned char> v(h.length, 3);
+  h.checksum = slot_checksum(h, v.data());
+  EXPECT_FALSE(slot_valid(h, v.data()));
+}
+
+TEST(SlotEmpty, NotFoundIsDecidedOnlyOnAValidEmptyHeader) {
+  const SlotHeader e = empty_header(128);
+  EXPECT_TRUE(slot_empty(e));
+  EXPECT_EQ(e.capacity, 128u);
+  EXPECT_EQ(e.state, kSlotLive);
+  // A version read half old, half new can be 0 (0xff -> 0x100): that is not an empty slot.
+  std::vector<unsigned char> v(40, 9);
+  SlotHeader h{};
+  h.capacity = 128;
+  h.key = 5;
+  h.version = 0x100;
+  h.length = v.size();
+  h.checksum = slot_checksum(h, v.data());
+  SlotHeader torn = h;
+  torn.version = 0;
+  EXPECT_FALSE(slot_empty(torn));
+  EXPECT_FALSE(slot_empty(h));
+  for (std::size_t byte = kWriterOffset; byte < kHeaderBytes; ++byte) {
+    SlotHeader t = e;
+    reinterpret_cast<unsigned char *>(&t)[byte] ^= 1;
+    EXPECT_FALSE(slot_empty(t)) << "byte " << byte;
+  }
+}
+
 TEST(SlotAllocator, AttachesRegionsThatGrowGeometrically) {
   std::vector<std::size_t> attached;
   SlotAllocator a(64, 1 << 16, [&](void *, std::size_t n) { attached.push_back(n); });
@@ -96,7 +154,7 @@ TEST(SlotAllocator, AttachesRegionsThatGrowGeometrically) {
     SlotHeader h;
     std::memcpy(&h, b.base, sizeof h);
     EXPECT_EQ(h.capacity, 128u);
-    EXPECT_EQ(h.version, kNoVersion);
+    EXPECT_TRUE(slot_empty(h)) << "a new slot must read as never written";
     std::memset(b.base + kHeaderBytes, 0xff, b.capacity); // must be writable
   }
   ASSERT_GE(attached.size(), 2u);

@@ -30,7 +30,7 @@ TEST(Config, InitGivesDocumentedDefaults) {
   EXPECT_EQ(c.initial_slot_size, 64u);
   EXPECT_EQ(c.capacity_hint, std::size_t{1} << 20);
   EXPECT_EQ(c.node_id, -1);
-  EXPECT_EQ(c.helper_max_sleep_us, 200);
+  EXPECT_EQ(c.helper_max_sleep_us, 1000);
   EXPECT_EQ(store_config_init(nullptr), STORE_ERR_ARG);
   store_info_t i;
   EXPECT_EQ(store_info_init(&i), STORE_OK);

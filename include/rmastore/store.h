@@ -99,9 +99,11 @@ typedef struct store_config {
    *  by MPI_Comm_split_type(MPI_COMM_TYPE_SHARED). A value >= 0 overrides the grouping, e.g. to
    *  simulate several nodes on one machine. May differ across processes. */
   int node_id;
-  /** Maximum time in microseconds the helper thread sleeps when nothing happens. Lower values
-   *  make puts to a process whose application thread computes faster, at some CPU cost.
-   *  0 means "never sleep" (a full core per process). Default 200. */
+  /** Longest time in microseconds the helper thread sleeps when nothing happens. Processes on
+   *  the same node wake it when they need it; processes on other nodes wait up to this long for
+   *  it to serve a slot request (and, over TCP, a put, while the application thread computes).
+   *  Lower values cost CPU: ~3 % of a core at 1000 (docs/benchmarks.md). 0 means "never
+   *  sleep" (a full core per process). Default 1000. */
   int helper_max_sleep_us;
 } store_config_t;
 
