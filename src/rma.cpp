@@ -14,8 +14,10 @@ namespace {
 // MPI counts are ints; larger transfers are split.
 constexpr std::size_t kMaxChunk = std::size_t{1} << 30;
 // An operation to a process whose application thread is inside MPI completes within a few
-// microseconds; one that takes longer waits for the target's helper, which may be asleep.
+// microseconds plus the time to copy its bytes; one that takes longer waits for the target's
+// helper, which may be asleep. Ringing earlier only disturbs a target that is progressing.
 constexpr std::int64_t kRingAfterNs = 2'000;
+constexpr std::int64_t kCopyBytesPerNs = 8;
 constexpr std::int64_t kRingAgainNs = 20'000;
 constexpr std::int64_t kRangeRetryNs = 1'000'000'000;
 } // namespace
@@ -78,6 +80,7 @@ void RequestSet::issue(RmaWindow &w, bool is_put, int target, MPI_Aint address, 
     }
     reqs_.push_back(r);
     targets_.push_back(target);
+    largest_ = std::max(largest_, static_cast<std::size_t>(n));
     p += n;
     address += n;
     len -= static_cast<std::size_t>(n);
@@ -86,7 +89,8 @@ void RequestSet::issue(RmaWindow &w, bool is_put, int target, MPI_Aint address, 
 
 void RequestSet::wait_all(Doorbells *bells) {
   Backoff backoff;
-  std::int64_t next_ring = Helper::now_ns() + kRingAfterNs;
+  const auto copy_ns = static_cast<std::int64_t>(largest_) / kCopyBytesPerNs;
+  std::int64_t next_ring = Helper::now_ns() + kRingAfterNs + copy_ns;
   while (!reqs_.empty()) {
     int done = 0;
     check_mpi(MPI_Testall(static_cast<int>(reqs_.size()), reqs_.data(), &done, MPI_STATUSES_IGNORE), "MPI_Testall");
@@ -99,13 +103,14 @@ void RequestSet::wait_all(Doorbells *bells) {
           if (t != last) bells->ring(t);
           last = t;
         }
-        next_ring = now + kRingAgainNs;
+        next_ring = now + std::max(kRingAgainNs, copy_ns / 2);
       }
     }
     backoff.pause();
   }
   reqs_.clear();
   targets_.clear();
+  largest_ = 0;
 }
 
 void Backoff::pause() {

@@ -39,8 +39,9 @@ class RequestSet {
 public:
   void put(RmaWindow &w, int target, MPI_Aint address, const void *buf, std::size_t len);
   void get(RmaWindow &w, int target, MPI_Aint address, void *buf, std::size_t len);
-  // Polls until every request completed. Targets that take longer than a few microseconds get
-  // their helper woken through `bells` (may be null), and again while they stay incomplete.
+  // Polls until every request completed. Targets that take longer than a few microseconds plus
+  // the copy time get their helper woken through `bells` (may be null), and again while they
+  // stay incomplete.
   void wait_all(Doorbells *bells);
   bool empty() const { return reqs_.empty(); }
 
@@ -49,6 +50,7 @@ private:
 
   std::vector<MPI_Request> reqs_;
   std::vector<int> targets_;
+  std::size_t largest_ = 0; // bytes of the largest pending operation
 };
 
 // Spin-wait helper: polls `done` and yields the core now and then, because the process that has
