@@ -381,6 +381,7 @@ std::vector<CtrlMsg> Store::request(std::uint64_t key, const std::vector<int> &h
     check_mpi(MPI_Irecv(&replies[i], sizeof(CtrlMsg), MPI_BYTE, holders[i], kTagReply, ctrl_, &rr), "MPI_Irecv");
     check_mpi(MPI_Isend(&sent[i], sizeof(CtrlMsg), MPI_BYTE, holders[i], kTagHelper, ctrl_, &sr), "MPI_Isend");
     bells_->ring(holders[i]);
+    ++requests_sent_;
     reqs.push_back(rr);
     reqs.push_back(sr);
     out[i].request = 0; // filled from replies below
@@ -669,6 +670,7 @@ void Store::info(store_info_t &out) const {
   out.attached_regions = allocator_ ? static_cast<int>(allocator_->regions().size()) : 0;
   out.helper_cpu_seconds = helper_ ? helper_->cpu_seconds() : 0.0;
   out.enlargements_served = enlargements_served_;
+  out.requests_sent = requests_sent_;
 }
 
 bool Store::read_local_copy(std::uint64_t key, SlotHeader &header, std::vector<std::byte> &value) const {

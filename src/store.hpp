@@ -142,6 +142,7 @@ private:
 
   // Application thread only.
   std::uint64_t next_request_ = 1;
+  std::uint64_t requests_sent_ = 0;
   std::vector<std::byte> staging_;
   bool finalized_ = false;
   int last_read_holder_ = -1;

@@ -2,6 +2,7 @@
 // ownership moving between writers, a model-based random test, and copy counts.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <random>
 #include <vector>
@@ -151,6 +152,56 @@ TEST_P(PutGet, EveryKeyHasItsCopiesWhereThePlacementSays) {
   std::uint64_t total = 0;
   MPI_Allreduce(&held, &total, 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
   EXPECT_EQ(total, static_cast<std::uint64_t>(kKeys) * p * r);
+}
+
+TEST_P(PutGet, RepeatPutsThatFitAreOneSided) {
+  const auto key = static_cast<store_key_t>(7000 + world_rank());
+  store_info_t before, after;
+  store_info_init(&before);
+  store_info_init(&after);
+  put(key, 1, 1000); // first put: asks every holder for a slot
+  ASSERT_EQ(store_get_info(s_, &before), STORE_OK);
+  for (std::uint64_t v = 2; v < 50; ++v) put(key, v, 10 + v * 19 % 1000); // all fit in 1024
+  ASSERT_EQ(store_get_info(s_, &after), STORE_OK);
+  EXPECT_EQ(after.requests_sent, before.requests_sent) << "a put that fits its slots sent a message";
+  put(key, 50, 5000); // outgrows the slots: one request per remote holder, no more
+  store_info_t grown;
+  store_info_init(&grown);
+  ASSERT_EQ(store_get_info(s_, &grown), STORE_OK);
+  const auto *impl = rmastore::internal::impl(s_);
+  std::vector<int> holders(static_cast<std::size_t>(impl->placement().replicas()));
+  impl->placement().holders(key, holders);
+  const auto remote = static_cast<std::uint64_t>(
+      std::count_if(holders.begin(), holders.end(), [](int h) { return h != world_rank(); }));
+  EXPECT_LE(grown.requests_sent - after.requests_sent, remote);
+  MPI_Barrier(MPI_COMM_WORLD);
+  expect_value(key, 50, 5000);
+  // Slots were created for the first puts and moved for the growth, by the holders.
+  store_info_t done;
+  store_info_init(&done);
+  ASSERT_EQ(store_get_info(s_, &done), STORE_OK);
+  std::uint64_t served = done.enlargements_served, total = 0;
+  MPI_Allreduce(&served, &total, 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
+  EXPECT_GE(total, 2u * static_cast<std::uint64_t>(world_size()) * holders.size());
+}
+
+TEST_P(PutGet, GetsReadTheLocalCopyWhenThereIsOne) {
+  const int me = world_rank(), p = world_size();
+  const auto *impl = rmastore::internal::impl(s_);
+  std::vector<int> holders(static_cast<std::size_t>(impl->placement().replicas()));
+  for (int i = 0; i < 20; ++i) put(static_cast<store_key_t>(8000 + me * 20 + i), 1, 100);
+  MPI_Barrier(MPI_COMM_WORLD);
+  for (int i = 0; i < 20 * p; ++i) {
+    const auto key = static_cast<store_key_t>(8000 + i);
+    expect_value(key, 1, 100);
+    impl->placement().holders(key, holders);
+    const bool mine = std::find(holders.begin(), holders.end(), me) != holders.end();
+    if (mine) {
+      EXPECT_EQ(impl->last_read_holder(), me) << "key " << key << " was not read from the local copy";
+    } else {
+      EXPECT_EQ(impl->last_read_holder(), holders.front()) << "key " << key;
+    }
+  }
 }
 
 TEST_P(PutGet, ModelBasedRandomOperations) {

@@ -178,8 +178,11 @@ typedef struct store_info {
   int attached_regions;
   /** CPU seconds used by this process's helper thread so far. */
   double helper_cpu_seconds;
-  /** Number of slot allocation or enlargement requests this process has served. */
+  /** Slots this process allocated or enlarged (moved) for writers, its own puts included. */
   uint64_t enlargements_served;
+  /** Control messages this process sent to holders (slot requests, lookups). A put whose value
+   *  fits the slots it was granted before sends none. */
+  uint64_t requests_sent;
 } store_info_t;
 
 /** Fills *info with its struct_size. Local. */
