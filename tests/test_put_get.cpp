@@ -241,5 +241,30 @@ TEST_P(PutGet, ModelBasedRandomOperations) {
   }
 }
 
+TEST(PutGetLargest, A256MiBValueRoundTrips) {
+  // The largest size the store promises to handle well: written by rank 0, read by the last.
+  store_t s = make_store(2);
+  ASSERT_NE(s, nullptr);
+  constexpr std::size_t kLen = std::size_t{256} << 20;
+  constexpr store_key_t kKey = 424242;
+  const int last = world_size() - 1;
+  if (world_rank() == 0) {
+    const auto v = make_value(kKey, 1, kLen);
+    ASSERT_EQ(store_put(s, kKey, v.data(), v.size()), STORE_OK);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (world_rank() == last) {
+    std::vector<std::byte> buf(kLen);
+    size_t len = 0;
+    ASSERT_EQ(store_get(s, kKey, buf.data(), buf.size(), &len), STORE_OK);
+    ASSERT_EQ(len, kLen);
+    std::uint64_t version = 0;
+    EXPECT_TRUE(check_value(kKey, buf.data(), len, &version));
+    EXPECT_EQ(version, 1u);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  EXPECT_EQ(store_finalize(&s), STORE_OK);
+}
+
 INSTANTIATE_TEST_SUITE_P(Replicas, PutGet, ::testing::Values(1, 2, 3),
                          [](const auto &param_info) { return "r" + std::to_string(param_info.param); });

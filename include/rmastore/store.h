@@ -17,6 +17,10 @@
  *
  * MPI must be initialised with MPI_THREAD_MULTIPLE, and the job started with
  * `mpirun --with-ft ulfm` (see README.md and docs/).
+ *
+ * Process failures: this version does not handle them yet. If a process of the store dies,
+ * calls that need it may fail with STORE_ERR_MPI or wait; do not rely on the store after a
+ * failure.
  */
 #ifndef RMASTORE_STORE_H
 #define RMASTORE_STORE_H
