@@ -174,20 +174,29 @@ store_status_t store_get(store_t store, store_key_t key, void *buf, size_t capac
 store_status_t store_finalize(store_t *store) {
   if (store == nullptr) return STORE_ERR_ARG;
   store_t s = *store;
-  const store_status_t st = with_store(s, [&](Store &impl) {
-    impl.finalize();
+  if (s == nullptr) return STORE_ERR_HANDLE;
+  return guarded([&]() -> store_status_t {
+    // One hold of the lock from the check to the end: a call from another thread either runs
+    // before, or finds the handle dead. The handle itself stays allocated, marked dead, so calls
+    // through stale copies of the pointer get STORE_ERR_HANDLE; it is a few bytes per store.
+    std::lock_guard lk(s->mutex);
+    if (s->magic != kLiveMagic || !s->impl) return STORE_ERR_HANDLE;
+    s->magic = kDeadMagic;
+    *store = nullptr;
+    if (!mpi_usable()) {
+      (void)s->impl.release(); // nothing can be freed without MPI
+      return STORE_ERR_MPI_STATE;
+    }
+    try {
+      s->impl->finalize();
+      s->impl.reset();
+    } catch (...) {
+      // Its collective teardown did not complete: freeing more could hang or abort.
+      (void)s->impl.release();
+      throw;
+    }
     return STORE_OK;
   });
-  if (st == STORE_ERR_HANDLE) return st;
-  // The handle itself stays allocated, marked dead, so that calls through stale copies of the
-  // pointer get STORE_ERR_HANDLE instead of touching freed memory. It is a few bytes per store.
-  {
-    std::lock_guard lk(s->mutex);
-    s->impl.reset();
-    s->magic = kDeadMagic;
-  }
-  *store = nullptr;
-  return st;
 }
 
 store_status_t store_info_init(store_info_t *info) {

@@ -32,10 +32,10 @@ Doorbells::Doorbells(MPI_Comm comm) {
   MPI_Comm node;
   check_mpi(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node), "MPI_Comm_split_type");
   int nrank = 0, nsize = 0;
-  MPI_Comm_rank(node, &nrank);
-  MPI_Comm_size(node, &nsize);
+  int rc = MPI_Comm_rank(node, &nrank);
+  if (rc == MPI_SUCCESS) rc = MPI_Comm_size(node, &nsize);
   std::vector<int> ranks(static_cast<std::size_t>(nsize));
-  int rc = MPI_Allgather(&rank, 1, MPI_INT, ranks.data(), 1, MPI_INT, node);
+  if (rc == MPI_SUCCESS) rc = MPI_Allgather(&rank, 1, MPI_INT, ranks.data(), 1, MPI_INT, node);
   // The node leader creates one segment with a bell per local process; the others map it.
   char name[64] = {};
   if (rc == MPI_SUCCESS && nrank == 0) {
@@ -49,6 +49,7 @@ Doorbells::Doorbells(MPI_Comm comm) {
     fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600);
     if (fd >= 0 && ftruncate(fd, static_cast<off_t>(segment_bytes_)) != 0) {
       close(fd);
+      shm_unlink(name);
       fd = -1;
     }
     if (fd >= 0) close(fd);
@@ -69,9 +70,10 @@ Doorbells::Doorbells(MPI_Comm comm) {
   }
   int all_mapped = 0;
   if (rc == MPI_SUCCESS) rc = MPI_Allreduce(&mapped, &all_mapped, 1, MPI_INT, MPI_MIN, node);
-  if (rc == MPI_SUCCESS && created && nrank == 0) shm_unlink(name); // the mappings keep it alive
-  MPI_Comm_free(&node);
+  if (created && nrank == 0) shm_unlink(name); // the mappings keep it alive
+  const int free_rc = MPI_Comm_free(&node);
   check_mpi(rc, "doorbell set-up");
+  check_mpi(free_rc, "MPI_Comm_free");
   if (!all_mapped) {
     if (segment_ != nullptr) munmap(segment_, segment_bytes_);
     segment_ = nullptr;

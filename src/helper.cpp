@@ -42,14 +42,7 @@ Helper::Helper(MPI_Comm comm, Doorbells &bells, int max_sleep_us)
 }
 
 Helper::~Helper() {
-  if (thread_.joinable()) {
-    // Only reached on error paths: the thread must not outlive the object it uses.
-    try {
-      stop();
-    } catch (...) {
-      std::terminate();
-    }
-  }
+  if (thread_.joinable()) stop();
 }
 
 void Helper::start(Handler handler) {
@@ -60,16 +53,8 @@ void Helper::start(Handler handler) {
 
 void Helper::stop() {
   if (!thread_.joinable()) return;
-  CtrlMsg m;
-  m.type = MsgType::kShutdown;
-  MPI_Request r;
-  check_mpi(MPI_Isend(&m, sizeof m, MPI_BYTE, rank_, kTagHelper, comm_, &r), "MPI_Isend");
-  bells_.ring(rank_);
-  int done = 0;
-  while (!done) {
-    check_mpi(MPI_Test(&r, &done, MPI_STATUS_IGNORE), "MPI_Test");
-    if (!done) sched_yield();
-  }
+  stop_requested_.store(true, std::memory_order_release);
+  bells_.ring(rank_); // without a bell the thread sees the flag after at most max_sleep
   thread_.join();
 }
 
@@ -97,25 +82,39 @@ double Helper::cpu_seconds() const {
   return thread_cpu_seconds(const_cast<std::thread &>(thread_).native_handle());
 }
 
+void Helper::serve_one(int source) {
+  const CtrlMsg msg = in_;
+  try {
+    handler_(msg, source);
+  } catch (const std::exception &e) {
+    if (msg.type == MsgType::kAcquireWrite || msg.type == MsgType::kLookup) {
+      CtrlMsg r;
+      r.type = MsgType::kReply;
+      r.status = ReplyStatus::kError;
+      r.key = msg.key;
+      r.request = msg.request;
+      send(source, kTagReply, r);
+    }
+    std::fprintf(stderr, "rmastore: helper could not serve a request from %d: %s\n", source, e.what());
+  }
+}
+
 void Helper::loop() {
   // Short sleeps must be short: the default timer slack (50 us) would stretch every nap.
   prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
-  CtrlMsg in;
-  MPI_Request recv = MPI_REQUEST_NULL;
   std::int64_t sleep_ns = kFirstSleepNs;
   std::int64_t hot_since = now_ns();
   try {
-    check_mpi(MPI_Irecv(&in, sizeof in, MPI_BYTE, MPI_ANY_SOURCE, kTagHelper, comm_, &recv), "MPI_Irecv");
-    for (;;) {
+    check_mpi(MPI_Irecv(&in_, sizeof in_, MPI_BYTE, MPI_ANY_SOURCE, kTagHelper, comm_, &recv_), "MPI_Irecv");
+    while (!stop_requested_.load(std::memory_order_acquire)) {
       const std::uint32_t ticket = bells_.ticket();
       int got = 0;
       MPI_Status st;
-      check_mpi(MPI_Test(&recv, &got, &st), "MPI_Test");
+      check_mpi(MPI_Test(&recv_, &got, &st), "MPI_Test");
       bool active = poll_outgoing();
       if (got) {
-        if (in.type == MsgType::kShutdown && st.MPI_SOURCE == rank_) break;
-        handler_(in, st.MPI_SOURCE);
-        check_mpi(MPI_Irecv(&in, sizeof in, MPI_BYTE, MPI_ANY_SOURCE, kTagHelper, comm_, &recv), "MPI_Irecv");
+        serve_one(st.MPI_SOURCE);
+        check_mpi(MPI_Irecv(&in_, sizeof in_, MPI_BYTE, MPI_ANY_SOURCE, kTagHelper, comm_, &recv_), "MPI_Irecv");
         active = true;
       }
       if (active || bells_.ticket() != ticket) {
@@ -136,15 +135,25 @@ void Helper::loop() {
         sleep_ns = std::min(sleep_ns * 2, max_sleep_ns_);
       }
     }
-    // Drain replies still in flight before the communicator goes away.
-    while (!outgoing_.empty()) {
-      poll_outgoing();
-      sched_yield();
-    }
   } catch (const std::exception &e) {
-    // The helper cannot report to a caller; an MPI error here means the process's MPI state is
-    // broken, which the application thread will see on its next call.
-    std::fprintf(stderr, "rmastore: helper thread stopped: %s\n", e.what());
+    failure_ = e.what();
+    failed_.store(true, std::memory_order_release);
+  }
+  // A cancelled receive completes locally.
+  if (recv_ != MPI_REQUEST_NULL) {
+    MPI_Cancel(&recv_);
+    MPI_Wait(&recv_, MPI_STATUS_IGNORE);
+  }
+  // Replies still in flight finish before the communicator goes away: they go to processes
+  // that asked and wait for them. Bounded, in case one of them is gone.
+  const std::int64_t give_up = now_ns() + 1'000'000'000;
+  while (!outgoing_.empty() && now_ns() < give_up) {
+    try {
+      poll_outgoing();
+    } catch (const std::exception &) {
+      outgoing_.pop_front();
+    }
+    sched_yield();
   }
   final_cpu_seconds_.store(thread_cpu_seconds(pthread_self()));
   running_ = false;

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <string>
 #include <thread>
 
 #include "doorbell.hpp"
@@ -22,6 +23,8 @@ namespace rmastore::internal {
 
 class Helper {
 public:
+  // Handles one message. May throw: the helper then answers a request with
+  // ReplyStatus::kError and carries on.
   using Handler = std::function<void(const CtrlMsg &, int source)>;
 
   // `comm` is the control communicator; the helper receives kTagHelper messages on it and
@@ -32,12 +35,18 @@ public:
   Helper &operator=(const Helper &) = delete;
 
   void start(Handler handler);
-  // Asks the thread to exit and joins it. Called by the application thread.
+  // Asks the thread to exit and joins it. Needs no MPI call, so it works on a broken
+  // communicator too. Called by the application thread.
   void stop();
 
   // Queues a message, and wakes the receiving helper if it is one. Helper thread only (from
   // inside the handler).
   void send(int dest, int tag, const CtrlMsg &msg);
+
+  // Set when the thread stopped on an MPI error: requests to this process get no answer then,
+  // and the application thread must report the error instead of waiting.
+  bool failed() const { return failed_.load(std::memory_order_acquire); }
+  const std::string &failure() const { return failure_; }
 
   double cpu_seconds() const;
 
@@ -45,6 +54,7 @@ public:
 
 private:
   void loop();
+  void serve_one(int source);
   bool poll_outgoing();
 
   struct Outgoing {
@@ -58,8 +68,13 @@ private:
   std::int64_t max_sleep_ns_;
   Handler handler_;
   std::thread thread_;
+  std::atomic<bool> stop_requested_{false};
   std::atomic<bool> running_{false};
+  std::atomic<bool> failed_{false};
+  std::string failure_; // written before failed_ is set
   std::atomic<double> final_cpu_seconds_{0.0};
+  CtrlMsg in_{}; // target of the posted receive: must outlive it, so not on the thread's stack
+  MPI_Request recv_ = MPI_REQUEST_NULL;
   std::deque<Outgoing> outgoing_; // deque: queued messages keep their address while MPI sends them
 };
 

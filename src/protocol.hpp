@@ -23,8 +23,6 @@ enum class MsgType : std::uint32_t {
   kInvalidateAck = 4,
   // holder helper -> app: answer to kAcquireWrite or kLookup.
   kReply = 5,
-  // app -> own helper: exit the loop.
-  kShutdown = 6,
 };
 
 enum class ReplyStatus : std::uint32_t { kOk = 0, kNotFound = 1, kNoMemory = 2, kError = 3 };

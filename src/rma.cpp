@@ -20,14 +20,15 @@ constexpr std::int64_t kRingAfterNs = 2'000;
 constexpr std::int64_t kCopyBytesPerNs = 8;
 constexpr std::int64_t kRingAgainNs = 20'000;
 constexpr std::int64_t kRangeRetryNs = 1'000'000'000;
+constexpr std::int64_t kCheckEveryNs = 1'000'000;
 } // namespace
 
 RmaWindow::RmaWindow(MPI_Comm comm) {
   MPI_Info info;
   check_mpi(MPI_Info_create(&info), "MPI_Info_create");
   // The store uses no accumulates, so MPI need not order them.
-  MPI_Info_set(info, "accumulate_ordering", "none");
-  const int rc = MPI_Win_create_dynamic(info, comm, &win_);
+  int rc = MPI_Info_set(info, "accumulate_ordering", "none");
+  if (rc == MPI_SUCCESS) rc = MPI_Win_create_dynamic(info, comm, &win_);
   MPI_Info_free(&info);
   check_mpi(rc, "MPI_Win_create_dynamic");
   check_mpi(MPI_Win_set_errhandler(win_, MPI_ERRORS_RETURN), "MPI_Win_set_errhandler");
@@ -46,6 +47,21 @@ void RmaWindow::close() {
   if (win_ == MPI_WIN_NULL) return;
   check_mpi(MPI_Win_unlock_all(win_), "MPI_Win_unlock_all");
   check_mpi(MPI_Win_free(&win_), "MPI_Win_free");
+}
+
+RequestSet::~RequestSet() {
+  if (reqs_.empty()) return;
+  try {
+    wait_all(nullptr);
+  } catch (...) {
+    // An MPI error here leaves nothing better to do than to stop waiting.
+  }
+}
+
+void RequestSet::add(MPI_Request r, int target, std::size_t bytes) {
+  reqs_.push_back(r);
+  targets_.push_back(target);
+  largest_ = std::max(largest_, bytes);
 }
 
 void RequestSet::put(RmaWindow &w, int target, MPI_Aint address, const void *buf, std::size_t len) {
@@ -78,33 +94,35 @@ void RequestSet::issue(RmaWindow &w, bool is_put, int target, MPI_Aint address, 
       }
       sched_yield();
     }
-    reqs_.push_back(r);
-    targets_.push_back(target);
-    largest_ = std::max(largest_, static_cast<std::size_t>(n));
+    add(r, target, static_cast<std::size_t>(n));
     p += n;
     address += n;
     len -= static_cast<std::size_t>(n);
   } while (len > 0);
 }
 
-void RequestSet::wait_all(Doorbells *bells) {
+void RequestSet::wait_all(Doorbells *bells, const std::function<void()> &check) {
   Backoff backoff;
   const auto copy_ns = static_cast<std::int64_t>(largest_) / kCopyBytesPerNs;
-  std::int64_t next_ring = Helper::now_ns() + kRingAfterNs + copy_ns;
+  const std::int64_t start = Helper::now_ns();
+  std::int64_t next_ring = start + kRingAfterNs + copy_ns;
+  std::int64_t next_check = start + kCheckEveryNs;
   while (!reqs_.empty()) {
     int done = 0;
     check_mpi(MPI_Testall(static_cast<int>(reqs_.size()), reqs_.data(), &done, MPI_STATUSES_IGNORE), "MPI_Testall");
     if (done) break;
-    if (bells != nullptr) {
-      const std::int64_t now = Helper::now_ns();
-      if (now >= next_ring) {
-        int last = -1;
-        for (int t : targets_) {
-          if (t != last) bells->ring(t);
-          last = t;
-        }
-        next_ring = now + std::max(kRingAgainNs, copy_ns / 2);
+    const std::int64_t now = Helper::now_ns();
+    if (bells != nullptr && now >= next_ring) {
+      int last = -1;
+      for (int t : targets_) {
+        if (t != last) bells->ring(t);
+        last = t;
       }
+      next_ring = now + std::max(kRingAgainNs, copy_ns / 2);
+    }
+    if (check && now >= next_check) {
+      check();
+      next_check = now + kCheckEveryNs;
     }
     backoff.pause();
   }

@@ -11,6 +11,7 @@
 #include <mpi.h>
 
 #include <cstddef>
+#include <functional>
 #include <vector>
 
 namespace rmastore::internal {
@@ -34,15 +35,25 @@ private:
   MPI_Win win_ = MPI_WIN_NULL;
 };
 
-// Outstanding RMA requests, each tagged with its target.
+// Outstanding requests (RMA, or point-to-point with the holders), each tagged with its target.
+// Buffers given to it must stay valid until wait_all returns; if the set is destroyed with
+// requests pending (an exception unwinds), it waits for them first so that MPI never writes into
+// or reads from memory that was given back.
 class RequestSet {
 public:
+  RequestSet() = default;
+  ~RequestSet();
+  RequestSet(const RequestSet &) = delete;
+  RequestSet &operator=(const RequestSet &) = delete;
+
+  void add(MPI_Request r, int target, std::size_t bytes);
   void put(RmaWindow &w, int target, MPI_Aint address, const void *buf, std::size_t len);
   void get(RmaWindow &w, int target, MPI_Aint address, void *buf, std::size_t len);
   // Polls until every request completed. Targets that take longer than a few microseconds plus
   // the copy time get their helper woken through `bells` (may be null), and again while they
-  // stay incomplete.
-  void wait_all(Doorbells *bells);
+  // stay incomplete. `check` (may be empty) runs every millisecond or so and may throw to stop
+  // waiting; the requests then stay pending, and the destructor waits for them.
+  void wait_all(Doorbells *bells, const std::function<void()> &check = {});
   bool empty() const { return reqs_.empty(); }
 
 private:

@@ -79,9 +79,10 @@ bool sequenced_valid(const SlotHeader &before, const SlotHeader &after) {
          std::memcmp(&before, &after, sizeof before) == 0;
 }
 
-SlotHeader empty_header(std::uint64_t capacity) {
+SlotHeader empty_header(std::uint64_t capacity, std::uint64_t key) {
   SlotHeader h{};
   h.capacity = capacity;
+  h.key = key;
   h.checksum = header_checksum(h);
   return h;
 }
@@ -137,7 +138,7 @@ std::byte *SlotAllocator::carve(std::size_t bytes) {
   return p;
 }
 
-SlotAllocator::Block SlotAllocator::allocate(std::size_t need) {
+SlotAllocator::Block SlotAllocator::allocate(std::size_t need, std::uint64_t key) {
   const std::size_t cap = capacity_class(need, min_capacity_);
   const auto cls = static_cast<std::size_t>(std::countr_zero(cap));
   std::byte *base;
@@ -147,7 +148,7 @@ SlotAllocator::Block SlotAllocator::allocate(std::size_t need) {
   } else {
     base = carve(slot_bytes(cap));
   }
-  const SlotHeader h = empty_header(cap);
+  const SlotHeader h = empty_header(cap, key);
   std::memcpy(base, &h, sizeof h);
   return Block{base, cap};
 }

@@ -79,10 +79,11 @@ bool slot_valid(const SlotHeader &h, const void *value);
 // Sequenced copies: true if the headers read before and after the value show that no put
 // touched the value meanwhile.
 bool sequenced_valid(const SlotHeader &before, const SlotHeader &after);
-// True if `h` is the untorn header of a slot that was never written.
+// True if `h` is the untorn header of a slot that was never written. The key is part of it: a
+// slot freed and handed to another key must not read as "not found" for the old one.
 bool slot_empty(const SlotHeader &h);
-// The header of a slot that was never written.
-SlotHeader empty_header(std::uint64_t capacity);
+// The header of a slot for `key` that was never written.
+SlotHeader empty_header(std::uint64_t capacity, std::uint64_t key);
 
 // Capacity classes are powers of two, at least `min_capacity` (itself a power of two >= 8).
 std::size_t capacity_class(std::size_t need, std::size_t min_capacity);
@@ -110,9 +111,9 @@ public:
   SlotAllocator(const SlotAllocator &) = delete;
   SlotAllocator &operator=(const SlotAllocator &) = delete;
 
-  // A slot whose capacity is the class of `need`; its header is zeroed but for capacity.
-  // Throws std::bad_alloc when memory or regions run out.
-  Block allocate(std::size_t need);
+  // A slot for `key` whose capacity is the class of `need`, with an empty header. Throws
+  // std::bad_alloc when memory or regions run out.
+  Block allocate(std::size_t need, std::uint64_t key);
   // Marks the slot retired and makes it available again.
   void release(Block b);
 

@@ -35,9 +35,10 @@ std::vector<int> detect_nodes(MPI_Comm comm, int node_id) {
   if (node_id < 0) {
     MPI_Comm node_comm;
     check_mpi(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node_comm), "MPI_Comm_split_type");
-    const int rc = MPI_Allreduce(&rank, &label, 1, MPI_INT, MPI_MIN, node_comm);
-    MPI_Comm_free(&node_comm);
+    int rc = MPI_Allreduce(&rank, &label, 1, MPI_INT, MPI_MIN, node_comm);
+    const int free_rc = MPI_Comm_free(&node_comm);
     check_mpi(rc, "MPI_Allreduce");
+    check_mpi(free_rc, "MPI_Comm_free");
   }
   std::vector<int> labels(static_cast<std::size_t>(size));
   check_mpi(MPI_Allgather(&label, 1, MPI_INT, labels.data(), 1, MPI_INT, comm), "MPI_Allgather");
@@ -64,8 +65,16 @@ bool all_ok(MPI_Comm comm, bool ok) {
 std::unique_ptr<Store> Store::create(MPI_Comm comm, const Config &cfg) {
   int provided = MPI_THREAD_SINGLE;
   check_mpi(MPI_Query_thread(&provided), "MPI_Query_thread");
+  // The caller's communicator may have a fatal error handler; ours must return errors, even
+  // from the duplication itself.
+  MPI_Errhandler caller_handler;
+  check_mpi(MPI_Comm_get_errhandler(comm, &caller_handler), "MPI_Comm_get_errhandler");
   MPI_Comm dup = MPI_COMM_NULL;
-  check_mpi(MPI_Comm_dup(comm, &dup), "MPI_Comm_dup");
+  int rc = MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+  if (rc == MPI_SUCCESS) rc = MPI_Comm_dup(comm, &dup);
+  MPI_Comm_set_errhandler(comm, caller_handler);
+  MPI_Errhandler_free(&caller_handler);
+  check_mpi(rc, "MPI_Comm_dup");
   int size = 0;
   try {
     check_mpi(MPI_Comm_set_errhandler(dup, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
@@ -73,8 +82,8 @@ std::unique_ptr<Store> Store::create(MPI_Comm comm, const Config &cfg) {
 
     store_status_t local = STORE_OK;
     if (cfg.replicas < 1 || cfg.replicas > size || cfg.initial_slot_size == 0 ||
-        cfg.initial_slot_size > STORE_MAX_VALUE_SIZE || cfg.helper_max_sleep_us < 0 ||
-        cfg.helper_max_sleep_us > 1'000'000 || cfg.node_id < -1) {
+        cfg.initial_slot_size > STORE_MAX_VALUE_SIZE || cfg.capacity_hint > kMaxCapacityHint ||
+        cfg.helper_max_sleep_us < 0 || cfg.helper_max_sleep_us > 1'000'000 || cfg.node_id < -1) {
       local = STORE_ERR_ARG;
     }
     // Every process learns every other's verdict and the range of each setting in one call.
@@ -120,36 +129,38 @@ std::unique_ptr<Store> Store::create(MPI_Comm comm, const Config &cfg) {
         cfg.initial_slot_size, cfg.capacity_hint, [w = s->window_.get()](void *p, std::size_t n) { w->attach(p, n); });
     s->bells_ = std::make_unique<Doorbells>(s->comm_);
     s->helper_ = std::make_unique<Helper>(s->ctrl_, *s->bells_, cfg.helper_max_sleep_us);
+    Store *raw = s.get();
+    s->helper_->start([raw](const CtrlMsg &m, int src) { raw->on_helper_message(m, src); });
   } catch (const StoreError &e) {
     ok = false;
     failure = e.status();
   } catch (const std::bad_alloc &) {
     ok = false;
     failure = STORE_ERR_NO_MEMORY;
+  } catch (const std::exception &) {
+    ok = false; // e.g. the helper thread could not be started
+    failure = STORE_ERR_INTERNAL;
   }
-  if (!all_ok(s->comm_, ok)) {
-    // Leave collective objects to MPI_Finalize rather than risk a mismatched collective free.
-    s->window_.release();
-    throw StoreError(ok ? STORE_ERR_PEER : failure, "store creation failed");
-  }
-  Store *raw = s.get();
-  s->helper_->start([raw](const CtrlMsg &m, int src) { raw->on_helper_message(m, src); });
+  if (!all_ok(s->comm_, ok)) throw StoreError(ok ? STORE_ERR_PEER : failure, "store creation failed");
   return s;
 }
 
 Store::Store(MPI_Comm comm, const Config &config) : comm_(comm), config_(config) {
-  MPI_Comm_rank(comm_, &rank_);
-  MPI_Comm_size(comm_, &size_);
+  check_mpi(MPI_Comm_rank(comm_, &rank_), "MPI_Comm_rank");
+  check_mpi(MPI_Comm_size(comm_, &size_), "MPI_Comm_size");
   staging_.resize(kWriterBytes + kStagingLimit);
 }
 
 Store::~Store() {
   if (finalized_) return;
-  // Error paths only: stop the thread before the objects it uses go away.
+  // Error paths only (creation or finalization failed). The thread stops before anything it
+  // uses goes away. The window is collective and other processes may not be freeing theirs, so
+  // it is left to MPI_Finalize, together with the memory attached to it.
+  if (helper_) helper_->stop();
   helper_.reset();
   bells_.reset();
-  window_.reset();
-  allocator_.reset();
+  (void)window_.release();
+  (void)allocator_.release();
   if (ctrl_ != MPI_COMM_NULL) MPI_Comm_free(&ctrl_);
   if (comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
 }
@@ -199,7 +210,7 @@ std::optional<CtrlMsg> Store::serve(const CtrlMsg &msg, int source, bool inline_
     if (msg.type == MsgType::kLookup) return refusal(msg, ReplyStatus::kNotFound);
     HeldSlot fresh;
     try {
-      fresh.block = allocator_->allocate(std::max<std::size_t>(msg.length, config_.initial_slot_size));
+      fresh.block = allocator_->allocate(std::max<std::size_t>(msg.length, config_.initial_slot_size), msg.key);
     } catch (const std::bad_alloc &) {
       return refusal(msg, ReplyStatus::kNoMemory);
     } catch (const StoreError &) {
@@ -255,7 +266,7 @@ CtrlMsg Store::grant_locked(HeldSlot &slot, const CtrlMsg &msg, int source, std:
     if (slot.block.capacity < msg.length) {
       // The slot moves. The old copy stays readable until every cached reader has let go, and
       // its value comes along so the key keeps its last complete value if the writer dies.
-      SlotAllocator::Block bigger = allocator_->allocate(msg.length);
+      SlotAllocator::Block bigger = allocator_->allocate(msg.length, msg.key);
       SlotHeader old;
       std::memcpy(&old, slot.block.base, sizeof old);
       std::size_t keep = kWriterBytes;
@@ -367,34 +378,28 @@ std::vector<CtrlMsg> Store::request(std::uint64_t key, const std::vector<int> &h
   const std::size_t n = holders.size();
   std::vector<CtrlMsg> out(n), replies(n);
   std::vector<CtrlMsg> sent(n, msg);
-  std::vector<MPI_Request> reqs;
-  reqs.reserve(2 * n);
+  std::vector<bool> answered(n, false);
+  RequestSet rs; // declared after the buffers: on unwinding it waits before they go
   for (std::size_t i = 0; i < n; ++i) {
     sent[i].request = next_request_++;
     if (holders[i] == rank_) {
       if (auto r = serve(sent[i], rank_, true)) {
         out[i] = *r;
+        answered[i] = true;
         continue;
       }
     }
     MPI_Request rr, sr;
     check_mpi(MPI_Irecv(&replies[i], sizeof(CtrlMsg), MPI_BYTE, holders[i], kTagReply, ctrl_, &rr), "MPI_Irecv");
+    rs.add(rr, holders[i], sizeof(CtrlMsg));
     check_mpi(MPI_Isend(&sent[i], sizeof(CtrlMsg), MPI_BYTE, holders[i], kTagHelper, ctrl_, &sr), "MPI_Isend");
+    rs.add(sr, holders[i], sizeof(CtrlMsg));
     bells_->ring(holders[i]);
     ++requests_sent_;
-    reqs.push_back(rr);
-    reqs.push_back(sr);
-    out[i].request = 0; // filled from replies below
   }
-  Backoff backoff;
-  while (!reqs.empty()) {
-    int done = 0;
-    check_mpi(MPI_Testall(static_cast<int>(reqs.size()), reqs.data(), &done, MPI_STATUSES_IGNORE), "MPI_Testall");
-    if (done) break;
-    backoff.pause();
-  }
+  wait(rs);
   for (std::size_t i = 0; i < n; ++i) {
-    if (out[i].request == 0) out[i] = replies[i];
+    if (!answered[i]) out[i] = replies[i];
     if (out[i].request != sent[i].request || out[i].type != MsgType::kReply) {
       throw StoreError(STORE_ERR_INTERNAL, "control reply does not match its request");
     }
@@ -403,6 +408,13 @@ std::vector<CtrlMsg> Store::request(std::uint64_t key, const std::vector<int> &h
     }
   }
   return out;
+}
+
+void Store::wait(RequestSet &rs) {
+  rs.wait_all(bells_.get(), [this] {
+    // Our own helper serves our requests to ourselves; if it stopped, nobody answers them.
+    if (helper_->failed()) throw StoreError(STORE_ERR_MPI, "helper thread stopped: " + helper_->failure());
+  });
 }
 
 void Store::put(std::uint64_t key, const void *buf, std::size_t len) {
@@ -436,6 +448,13 @@ void Store::put(std::uint64_t key, const void *buf, std::size_t len) {
   SlotHeader h{};
   h.key = key;
   h.version = version + 1;
+  {
+    // Taken now, not after success: if this put fails half-way, the next must not reuse the
+    // version with another value (a sequenced reader compares versions, not values).
+    std::lock_guard lk(cache_mutex_);
+    KeyState &ks = key_state_locked(key);
+    ks.version = std::max(ks.version, h.version);
+  }
   h.length = len;
   h.epoch = epoch_;
   h.writer = static_cast<std::uint32_t>(rank_);
@@ -456,9 +475,9 @@ void Store::put(std::uint64_t key, const void *buf, std::size_t len) {
     h.flags = kFlagWriting;
     h.checksum = header_checksum(h);
     to_all(kWriterOffset, hw, kWriterBytes);
-    rs.wait_all(bells_.get());
+    wait(rs);
     to_all(kHeaderBytes, buf, len);
-    rs.wait_all(bells_.get());
+    wait(rs);
     h.flags = 0;
     h.checksum = header_checksum(h);
     to_all(kWriterOffset, hw, kWriterBytes);
@@ -474,11 +493,9 @@ void Store::put(std::uint64_t key, const void *buf, std::size_t len) {
       to_all(kWriterOffset, hw, kWriterBytes);
     }
   }
-  rs.wait_all(bells_.get());
+  wait(rs);
   std::lock_guard lk(cache_mutex_);
-  KeyState &ks = key_state_locked(key);
-  ks.version = std::max(ks.version, h.version);
-  for (HolderCache &hc : ks.holders) hc.length_hint = len;
+  for (HolderCache &hc : key_state_locked(key).holders) hc.length_hint = len;
 }
 
 Store::ReadResult Store::read_local(std::uint64_t key, void *buf, std::size_t capacity, std::size_t *len) {
@@ -496,7 +513,7 @@ Store::ReadResult Store::read_local(std::uint64_t key, void *buf, std::size_t ca
   std::memcpy(&h, block.base, sizeof h);
   std::atomic_thread_fence(std::memory_order_acquire);
   if (h.state != kSlotLive) return ReadResult::kRetry;
-  if (slot_empty(h)) return ReadResult::kNotFound;
+  if (slot_empty(h) && h.key == key) return ReadResult::kNotFound;
   if (h.version == kNoVersion || h.key != key || h.length > block.capacity || h.flags != 0) {
     return ReadResult::kRetry; // torn, or moved away: look again
   }
@@ -545,22 +562,21 @@ Store::ReadResult Store::read_remote(std::uint64_t key, const HolderCache &hc, v
   RequestSet rs;
   rs.get(*window_, hc.holder, header_at, &h, sizeof h);
   if (fetch > 0) rs.get(*window_, hc.holder, value_at, buf, fetch);
-  rs.wait_all(bells_.get());
+  wait(rs);
   if (h.state != kSlotLive || h.capacity != hc.capacity) return ReadResult::kStale;
+  // Another key's slot: ours moved away and the slot was reused. Look the key up again.
+  if (h.key != key) return ReadResult::kStale;
   if (slot_empty(h)) return ReadResult::kNotFound;
-  // A key that does not match may be torn (the key of a first write landing on an empty
-  // header) or belong to a reused slot: both are settled by looking the key up again.
-  if (h.version != kNoVersion && h.key != key) return ReadResult::kStale;
   if (h.version == kNoVersion || h.length > h.capacity || h.flags != 0) return ReadResult::kRetry;
 
   if (sequenced(h.length)) {
     SlotHeader again;
     if (h.length <= capacity) {
       rs.get(*window_, hc.holder, value_at, buf, h.length);
-      rs.wait_all(bells_.get());
+      wait(rs);
     }
     rs.get(*window_, hc.holder, header_at, &again, sizeof again);
-    rs.wait_all(bells_.get());
+    wait(rs);
     if (!sequenced_valid(h, again)) return ReadResult::kRetry;
     *len = h.length;
     return h.length > capacity ? ReadResult::kTruncated : ReadResult::kOk;
@@ -576,7 +592,7 @@ Store::ReadResult Store::read_remote(std::uint64_t key, const HolderCache &hc, v
   }
   if (h.length > have) {
     rs.get(*window_, hc.holder, value_at + static_cast<MPI_Aint>(have), dst + have, h.length - have);
-    rs.wait_all(bells_.get());
+    wait(rs);
   }
   if (!slot_valid(h, dst)) return ReadResult::kRetry;
   *len = h.length;

@@ -37,6 +37,9 @@ struct Config {
   int helper_max_sleep_us = 1000;
 };
 
+// Largest capacity_hint accepted: it sizes address space, and 1 TiB is far beyond any node.
+inline constexpr std::size_t kMaxCapacityHint = std::size_t{1} << 40;
+
 // Values up to this size travel in one put together with their header (copied into a staging
 // buffer); larger ones are put straight from the caller's buffer, header separately.
 inline constexpr std::size_t kStagingLimit = 16 * 1024;
@@ -116,6 +119,8 @@ private:
   // installs the replies into the cache. Returns the replies in the order of `holders`.
   std::vector<CtrlMsg> request(std::uint64_t key, const std::vector<int> &holders, const CtrlMsg &msg);
   void install_reply(std::uint64_t key, int holder, const CtrlMsg &reply, bool write);
+  // Waits for every request in `rs`, ringing slow targets; throws if they cannot complete.
+  void wait(RequestSet &rs);
 
   enum class ReadResult { kOk, kNotFound, kTruncated, kRetry, kStale };
   ReadResult read_local(std::uint64_t key, void *buf, std::size_t capacity, std::size_t *len);

@@ -2,6 +2,9 @@
 // crashes or hangs.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
+#include <thread>
 #include <vector>
 
 #include "test_util.hpp"
@@ -29,6 +32,36 @@ TEST(Args, NullAndDeadHandles) {
   EXPECT_EQ(store_get(stale, 1, buf, 8, &len), STORE_ERR_HANDLE);
   EXPECT_EQ(store_get_info(stale, &info), STORE_ERR_HANDLE);
   EXPECT_EQ(store_finalize(&stale), STORE_ERR_HANDLE);
+}
+
+TEST(Args, FinalizeWhileAnotherThreadUsesTheHandle) {
+  // Calls from another thread either complete before the finalize or find a dead handle.
+  store_t s = make_store(2);
+  ASSERT_NE(s, nullptr);
+  store_t shared = s;
+  std::atomic<bool> go{false};
+  std::atomic<int> bad{0}, dead{0};
+  std::thread other([&] {
+    char v[32] = {};
+    const auto key = static_cast<store_key_t>(world_rank());
+    while (!go.load()) std::this_thread::yield();
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (std::chrono::steady_clock::now() < until) {
+      const store_status_t st = store_put(shared, key, v, sizeof v);
+      if (st == STORE_ERR_HANDLE) {
+        ++dead;
+        break;
+      }
+      if (st != STORE_OK) ++bad;
+    }
+  });
+  go = true;
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  EXPECT_EQ(store_finalize(&s), STORE_OK);
+  other.join();
+  EXPECT_EQ(bad.load(), 0);
+  EXPECT_EQ(dead.load(), 1) << "the other thread must end on STORE_ERR_HANDLE";
+  EXPECT_EQ(store_finalize(&shared), STORE_ERR_HANDLE);
 }
 
 TEST(Args, BadBuffersAndLengths) {

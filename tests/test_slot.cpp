@@ -120,8 +120,9 @@ TEST(SlotSequence, AcceptsOnlyTwoIdenticalFinishedHeaders) {
 }
 
 TEST(SlotEmpty, NotFoundIsDecidedOnlyOnAValidEmptyHeader) {
-  const SlotHeader e = empty_header(128);
+  const SlotHeader e = empty_header(128, 77);
   EXPECT_TRUE(slot_empty(e));
+  EXPECT_EQ(e.key, 77u) << "the key is part of an empty header";
   EXPECT_EQ(e.capacity, 128u);
   EXPECT_EQ(e.state, kSlotLive);
   // A version read half old, half new can be 0 (0xff -> 0x100): that is not an empty slot.
@@ -148,7 +149,7 @@ TEST(SlotAllocator, AttachesRegionsThatGrowGeometrically) {
   SlotAllocator a(64, 1 << 16, [&](void *, std::size_t n) { attached.push_back(n); });
   std::set<std::byte *> seen;
   for (int i = 0; i < 5000; ++i) {
-    auto b = a.allocate(100);
+    auto b = a.allocate(100, 1);
     EXPECT_EQ(b.capacity, 128u);
     EXPECT_TRUE(seen.insert(b.base).second) << "slot handed out twice";
     SlotHeader h;
@@ -165,7 +166,7 @@ TEST(SlotAllocator, AttachesRegionsThatGrowGeometrically) {
 TEST(SlotAllocator, ReusesReleasedSlotsAndPoisonsThem) {
   int attaches = 0;
   SlotAllocator a(8, 1 << 16, [&](void *, std::size_t) { ++attaches; });
-  auto b = a.allocate(1000);
+  auto b = a.allocate(1000, 1);
   SlotHeader h{};
   h.capacity = b.capacity;
   h.key = 7;
@@ -174,15 +175,18 @@ TEST(SlotAllocator, ReusesReleasedSlotsAndPoisonsThem) {
   a.release(b);
   std::memcpy(&h, b.base, sizeof h);
   EXPECT_EQ(h.version, kNoVersion) << "a freed slot must not look like a valid copy";
-  auto c = a.allocate(600);
+  auto c = a.allocate(600, 2);
   EXPECT_EQ(c.base, b.base);
+  std::memcpy(&h, c.base, sizeof h);
+  EXPECT_TRUE(slot_empty(h));
+  EXPECT_EQ(h.key, 2u) << "a reused slot must not read as an empty slot of its old key";
   EXPECT_EQ(attaches, 1);
 }
 
 TEST(SlotAllocator, GivesLargeValuesTheirOwnRegion) {
   std::vector<std::size_t> attached;
   SlotAllocator a(64, 1 << 16, [&](void *, std::size_t n) { attached.push_back(n); });
-  auto big = a.allocate(std::size_t{256} << 20);
+  auto big = a.allocate(std::size_t{256} << 20, 3);
   EXPECT_EQ(big.capacity, std::size_t{256} << 20);
   ASSERT_FALSE(attached.empty());
   EXPECT_GE(attached.back(), slot_bytes(big.capacity));
@@ -191,5 +195,5 @@ TEST(SlotAllocator, GivesLargeValuesTheirOwnRegion) {
 
 TEST(SlotAllocator, PropagatesAttachFailure) {
   SlotAllocator a(64, 1 << 16, [](void *, std::size_t) { throw std::bad_alloc(); });
-  EXPECT_THROW(a.allocate(10), std::bad_alloc);
+  EXPECT_THROW(a.allocate(10, 4), std::bad_alloc);
 }

@@ -85,7 +85,8 @@ typedef enum store_status {
  * fields you need: new fields are added at the end with defaults, so code written against an older
  * header keeps working.
  *
- * Every field except node_id must be equal on all processes.
+ * Every field except node_id must be equal on all processes. A struct_size larger than this
+ * library's store_config_t (a config from a newer header) gives STORE_ERR_ARG.
  */
 typedef struct store_config {
   /** Set by store_config_init to sizeof(store_config_t); lets the library know which fields the
@@ -97,11 +98,12 @@ typedef struct store_config {
    *  slot. Rounded up to a power of two, at least 8. Default 64. */
   size_t initial_slot_size;
   /** Expected bytes of values held per process; sizes the first memory region attached to the
-   *  window. Only a hint: the store grows as needed. Default 1 MiB. */
+   *  window. Only a hint: the store grows as needed. At most 1 TiB. Default 1 MiB. */
   size_t capacity_hint;
   /** Node of this process, for placing copies on distinct nodes. -1 (default): group processes
    *  by MPI_Comm_split_type(MPI_COMM_TYPE_SHARED). A value >= 0 overrides the grouping, e.g. to
-   *  simulate several nodes on one machine. May differ across processes. */
+   *  simulate several nodes on one machine; its value differs across processes, but either all
+   *  processes pass -1 or all pass a value >= 0. */
   int node_id;
   /** Longest time in microseconds the helper thread sleeps when nothing happens. Processes on
    *  the same node wake it when they need it; processes on other nodes wait up to this long for

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Runs the store_bench points reported in docs/benchmarks.md and writes their JSON lines to
+# the file given as $1 (default: store_bench.jsonl). Needs a build in $RMASTORE_BUILD_DIR.
+#   benchmarks/run_matrix.sh [out.jsonl]
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build=${RMASTORE_BUILD_DIR:-$root/build}
+out=${1:-store_bench.jsonl}
+# shellcheck source=/dev/null
+source "${RMASTORE_CACHE:-$HOME/.cache/rmastore}/mpi-env.sh"
+flags=(--with-ft ulfm --oversubscribe --bind-to none)
+[ "$(id -u)" = 0 ] && flags+=(--allow-run-as-root)
+bench() { # np, then store_bench arguments
+  local np=$1
+  shift
+  echo "== np=$np $*" >&2
+  mpirun "${flags[@]}" -n "$np" "$build/benchmarks/store_bench" "$@" 2>/dev/null | grep '^{' | tee -a "$out"
+}
+: >"$out"
+all=8,64,512,4K,64K,1M,16M,64M
+bench 2 --op put,get,cpu --sizes $all --replicas 1 --scenario idle,busy
+bench 3 --op put,get,cpu --sizes $all --replicas 2 --scenario idle,busy
+bench 4 --op put --sizes 8,4K,1M,64M --replicas 2,3 --scenario idle
+bench 8 --op put,cpu --sizes 8,4K,1M,16M --replicas 2,6 --scenario idle
+echo "wrote $out" >&2
