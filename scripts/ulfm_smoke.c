@@ -1,7 +1,9 @@
 /* Checks that the MPI really recovers from a dead process: 3 ranks, the last one
  * kills itself, the survivors see the failure, revoke, shrink to 2 and agree. */
-#include <mpi-ext.h>
 #include <mpi.h>
+// mpi-ext.h (the ULFM calls) needs mpi.h first: keep it in its own block so it is not sorted.
+#include <mpi-ext.h>
+
 #include <signal.h>
 #include <stdio.h>
 
