@@ -43,7 +43,7 @@ std::uint64_t splitmix(std::uint64_t &s) {
 std::vector<std::byte> make_value(std::uint64_t key, std::uint64_t version, std::size_t len) {
   std::vector<std::byte> v(len);
   std::uint64_t head[2] = {key ^ (version * 0x100000001b3ULL), version};
-  std::memcpy(v.data(), head, std::min(len, sizeof head));
+  if (len > 0) std::memcpy(v.data(), head, std::min(len, sizeof head));
   std::uint64_t s = key * 31 + version;
   for (std::size_t i = sizeof head; i < len; i += 8) {
     const std::uint64_t x = splitmix(s);
