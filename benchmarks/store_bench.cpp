@@ -20,6 +20,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -221,7 +222,8 @@ int main(int argc, char **argv) {
   std::vector<Row> rows;
   std::vector<char> buf(max_size), rbuf(max_size);
   for (std::size_t i = 0; i < max_size; ++i) buf[i] = static_cast<char>(i * 131);
-  RawWindow raw(max_size);
+  auto raw_window = std::make_unique<RawWindow>(max_size); // freed before MPI_Finalize
+  RawWindow &raw = *raw_window;
   const bool want = [&] {
     for (auto &o : opt.ops)
       if (o == "put" || o == "get") return true;
@@ -376,6 +378,7 @@ int main(int argc, char **argv) {
                        (r.store.median * 1e-6));
     }
   }
+  raw_window.reset();
   MPI_Finalize();
   return 0;
 }
