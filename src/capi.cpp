@@ -83,6 +83,7 @@ store_status_t store_config_init(store_config_t *config) {
   config->capacity_hint = d.capacity_hint;
   config->node_id = d.node_id;
   config->helper_max_sleep_us = d.helper_max_sleep_us;
+  config->detector = d.detector;
   return STORE_OK;
 }
 
@@ -116,6 +117,14 @@ const char *store_strerror(store_status_t status) {
     return "another process failed or rejected its arguments in this collective call";
   case STORE_ERR_INTERNAL:
     return "internal error in rmastore";
+  case STORE_ERR_PROC_FAILED:
+    return "a process of the store failed: call store_recover on every survivor";
+  case STORE_ERR_RECOVER_AGAIN:
+    return "another process failed during store_recover: call it again";
+  case STORE_ERR_DATA_LOST:
+    return "every copy of this key was lost to failures";
+  case STORE_ERR_MODE:
+    return "not allowed in the store's current mode";
   }
   return "unknown status";
 }
@@ -147,6 +156,7 @@ store_status_t store_init_version(MPI_Comm comm, const store_config_t *config, s
       c.capacity_hint = full.capacity_hint;
       c.node_id = full.node_id;
       c.helper_max_sleep_us = full.helper_max_sleep_us;
+      c.detector = full.detector;
     }
     auto handle = std::make_unique<store_handle>();
     handle->impl = Store::create(comm, c);
@@ -195,6 +205,33 @@ store_status_t store_finalize(store_t *store) {
       (void)s->impl.release();
       throw;
     }
+    return STORE_OK;
+  });
+}
+
+store_status_t store_recover(store_t store, MPI_Comm *new_comm) {
+  return with_store(store, [&](Store &s) { return s.recover(new_comm); });
+}
+
+store_status_t store_recovery_init(store_recovery_t *report) {
+  if (report == nullptr) return STORE_ERR_ARG;
+  std::memset(report, 0, sizeof *report);
+  report->struct_size = sizeof *report;
+  return STORE_OK;
+}
+
+store_status_t store_last_recovery(store_t store, store_recovery_t *report) {
+  if (store == nullptr) return STORE_ERR_HANDLE;
+  if (report == nullptr || report->struct_size < sizeof(size_t) || report->struct_size > sizeof(store_recovery_t)) {
+    return STORE_ERR_ARG;
+  }
+  return with_store(store, [&](Store &s) {
+    store_recovery_t full;
+    store_recovery_init(&full);
+    s.last_recovery(full);
+    const std::size_t n = report->struct_size;
+    std::memcpy(report, &full, n);
+    report->struct_size = n;
     return STORE_OK;
   });
 }

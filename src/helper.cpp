@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <exception>
 
+#include "ulfm.hpp"
+
 #include "errors.hpp"
 
 namespace rmastore::internal {
@@ -36,13 +38,17 @@ std::int64_t Helper::now_ns() {
   return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
 }
 
-Helper::Helper(MPI_Comm comm, Doorbells &bells, int max_sleep_us)
-    : comm_(comm), bells_(bells), max_sleep_ns_(static_cast<std::int64_t>(max_sleep_us) * 1000) {
+Helper::Helper(MPI_Comm comm, Doorbells &bells, FailureState &failures, int detector, int max_sleep_us)
+    : comm_(comm), bells_(bells), failures_(failures), detector_(detector),
+      max_sleep_ns_(static_cast<std::int64_t>(max_sleep_us) * 1000) {
   check_mpi(MPI_Comm_rank(comm_, &rank_), "MPI_Comm_rank");
+  check_mpi(MPI_Comm_dup(MPI_COMM_SELF, &self_), "MPI_Comm_dup");
+  check_mpi(MPI_Comm_set_errhandler(self_, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
 }
 
 Helper::~Helper() {
   if (thread_.joinable()) stop();
+  if (self_ != MPI_COMM_NULL) MPI_Comm_free(&self_);
 }
 
 void Helper::start(Handler handler) {
@@ -61,7 +67,12 @@ void Helper::stop() {
 void Helper::send(int dest, int tag, const CtrlMsg &msg) {
   Outgoing &o = outgoing_.emplace_back();
   o.msg = msg;
-  check_mpi(MPI_Isend(&o.msg, sizeof o.msg, MPI_BYTE, dest, tag, comm_, &o.request), "MPI_Isend");
+  const int rc = MPI_Isend(&o.msg, sizeof o.msg, MPI_BYTE, dest, tag, comm_, &o.request);
+  if (rc != MPI_SUCCESS) {
+    outgoing_.pop_back();
+    if (is_failure_error(rc)) return; // to a failed process, or after revocation: dropped
+    check_mpi(rc, "MPI_Isend");
+  }
   if (tag == kTagHelper) bells_.ring(dest);
 }
 
@@ -69,8 +80,10 @@ bool Helper::poll_outgoing() {
   bool any = false;
   while (!outgoing_.empty()) {
     int done = 0;
-    check_mpi(MPI_Test(&outgoing_.front().request, &done, MPI_STATUS_IGNORE), "MPI_Test");
-    if (!done) break;
+    const int rc = MPI_Test(&outgoing_.front().request, &done, MPI_STATUS_IGNORE);
+    // A reply to a process that failed, or on a revoked communicator, is dropped.
+    if (rc != MPI_SUCCESS && !is_failure_error(rc)) check_mpi(rc, "MPI_Test");
+    if (rc == MPI_SUCCESS && !done) break;
     outgoing_.pop_front();
     any = true;
   }
@@ -99,6 +112,54 @@ void Helper::serve_one(int source) {
   }
 }
 
+// Polls the control receive. A failure shows up as an error on it: record it and go on (the
+// request stays posted after MPIX_ERR_PROC_FAILED_PENDING). After a revocation nothing will be
+// received any more. Returns true if a message was served.
+bool Helper::poll_receive() {
+  if (recv_ == MPI_REQUEST_NULL) return false;
+  int got = 0;
+  MPI_Status st;
+  const int rc = MPI_Test(&recv_, &got, &st);
+  if (rc != MPI_SUCCESS) {
+    if (!is_failure_error(rc)) check_mpi(rc, "MPI_Test");
+    int cls = MPI_SUCCESS;
+    MPI_Error_class(rc, &cls);
+    if (cls == MPIX_ERR_REVOKED) {
+      if (detector_ != STORE_DETECTOR_OFF) failures_.mark_revoked();
+      if (recv_ != MPI_REQUEST_NULL) {
+        MPI_Cancel(&recv_);
+        MPI_Wait(&recv_, MPI_STATUS_IGNORE);
+      }
+      recv_ = MPI_REQUEST_NULL;
+      return true;
+    }
+    // Acknowledged even without detection, or the receive would keep reporting it.
+    FailureState scratch(1);
+    absorb_failures(comm_, detector_ != STORE_DETECTOR_OFF ? failures_ : scratch);
+    if (recv_ == MPI_REQUEST_NULL) {
+      check_mpi(MPI_Irecv(&in_, sizeof in_, MPI_BYTE, MPI_ANY_SOURCE, kTagHelper, comm_, &recv_), "MPI_Irecv");
+    }
+    return true;
+  }
+  if (!got) return false;
+  serve_one(st.MPI_SOURCE);
+  check_mpi(MPI_Irecv(&in_, sizeof in_, MPI_BYTE, MPI_ANY_SOURCE, kTagHelper, comm_, &recv_), "MPI_Irecv");
+  return true;
+}
+
+// The paper's detector sends a ping before each RMA operation; the target consumes it here.
+bool Helper::drain_pings() {
+  bool any = false;
+  for (;;) {
+    int flag = 0;
+    MPI_Status st;
+    if (MPI_Iprobe(MPI_ANY_SOURCE, kTagPing, comm_, &flag, &st) != MPI_SUCCESS || !flag) return any;
+    char ping;
+    if (MPI_Recv(&ping, 1, MPI_BYTE, st.MPI_SOURCE, kTagPing, comm_, MPI_STATUS_IGNORE) != MPI_SUCCESS) return any;
+    any = true;
+  }
+}
+
 void Helper::loop() {
   // Short sleeps must be short: the default timer slack (50 us) would stretch every nap.
   prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
@@ -108,14 +169,14 @@ void Helper::loop() {
     check_mpi(MPI_Irecv(&in_, sizeof in_, MPI_BYTE, MPI_ANY_SOURCE, kTagHelper, comm_, &recv_), "MPI_Irecv");
     while (!stop_requested_.load(std::memory_order_acquire)) {
       const std::uint32_t ticket = bells_.ticket();
-      int got = 0;
-      MPI_Status st;
-      check_mpi(MPI_Test(&recv_, &got, &st), "MPI_Test");
       bool active = poll_outgoing();
-      if (got) {
-        serve_one(st.MPI_SOURCE);
-        check_mpi(MPI_Irecv(&in_, sizeof in_, MPI_BYTE, MPI_ANY_SOURCE, kTagHelper, comm_, &recv_), "MPI_Irecv");
-        active = true;
+      active = poll_receive() || active;
+      if (detector_ == STORE_DETECTOR_PING && recv_ != MPI_REQUEST_NULL) active = drain_pings() || active;
+      if (recv_ == MPI_REQUEST_NULL) {
+        // Revoked: serve no more requests, but keep this process's MPI progressing, because
+        // RMA aimed at it completes only in its progress engine.
+        int flag = 0;
+        MPI_Iprobe(MPI_ANY_SOURCE, 0, self_, &flag, MPI_STATUS_IGNORE);
       }
       if (active || bells_.ticket() != ticket) {
         // Rung while polling: someone waits on this process; poll on.
@@ -143,6 +204,7 @@ void Helper::loop() {
   if (recv_ != MPI_REQUEST_NULL) {
     MPI_Cancel(&recv_);
     MPI_Wait(&recv_, MPI_STATUS_IGNORE);
+    recv_ = MPI_REQUEST_NULL;
   }
   // Replies still in flight finish before the communicator goes away: they go to processes
   // that asked and wait for them. Bounded, in case one of them is gone.

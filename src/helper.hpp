@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "doorbell.hpp"
+#include "failure.hpp"
 #include "protocol.hpp"
 
 namespace rmastore::internal {
@@ -28,8 +29,9 @@ public:
   using Handler = std::function<void(const CtrlMsg &, int source)>;
 
   // `comm` is the control communicator; the helper receives kTagHelper messages on it and
-  // sleeps on its bell in `bells` (which must outlive it).
-  Helper(MPI_Comm comm, Doorbells &bells, int max_sleep_us);
+  // sleeps on its bell in `bells`. It records failures and revocation of `comm` in `failures`
+  // unless `detector` is STORE_DETECTOR_OFF. Both must outlive it.
+  Helper(MPI_Comm comm, Doorbells &bells, FailureState &failures, int detector, int max_sleep_us);
   ~Helper();
   Helper(const Helper &) = delete;
   Helper &operator=(const Helper &) = delete;
@@ -56,6 +58,8 @@ private:
   void loop();
   void serve_one(int source);
   bool poll_outgoing();
+  bool poll_receive();
+  bool drain_pings();
 
   struct Outgoing {
     CtrlMsg msg;
@@ -63,7 +67,10 @@ private:
   };
 
   MPI_Comm comm_;
+  MPI_Comm self_ = MPI_COMM_NULL; // never revoked: keeps MPI progressing after comm_ is
   Doorbells &bells_;
+  FailureState &failures_;
+  int detector_;
   int rank_ = 0;
   std::int64_t max_sleep_ns_;
   Handler handler_;

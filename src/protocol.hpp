@@ -11,6 +11,7 @@ namespace rmastore::internal {
 
 inline constexpr int kTagHelper = 1;
 inline constexpr int kTagReply = 2;
+inline constexpr int kTagPing = 3; // STORE_DETECTOR_PING only
 
 enum class MsgType : std::uint32_t {
   // app -> holder helper: make the sender the key's writer, with a slot of >= `length` bytes.
@@ -21,8 +22,10 @@ enum class MsgType : std::uint32_t {
   kInvalidate = 3,
   // cacher helper -> holder helper: done.
   kInvalidateAck = 4,
-  // holder helper -> app: answer to kAcquireWrite or kLookup.
+  // holder helper -> app: answer to kAcquireWrite, kLookup or kRegister.
   kReply = 5,
+  // app -> every helper: `key` exists (its first put is under way). Answered with kReply.
+  kRegister = 6,
 };
 
 enum class ReplyStatus : std::uint32_t { kOk = 0, kNotFound = 1, kNoMemory = 2, kError = 3 };
@@ -30,6 +33,8 @@ enum class ReplyStatus : std::uint32_t { kOk = 0, kNotFound = 1, kNoMemory = 2, 
 struct CtrlMsg {
   MsgType type{};
   ReplyStatus status = ReplyStatus::kOk;
+  std::uint32_t ns = 0;   // Ns of the slot
+  std::uint32_t half = 0; // kReply: 1 if the copy's value is in the second half
   std::uint64_t key = 0;
   std::uint64_t length = 0;   // kAcquireWrite: needed capacity. kReply: the copy's value length.
   std::uint64_t address = 0;  // kReply: address of the slot header in the holder's memory.

@@ -7,6 +7,7 @@
 
 #include "doorbell.hpp"
 #include "errors.hpp"
+#include "failure.hpp"
 #include "helper.hpp"
 
 namespace rmastore::internal {
@@ -20,7 +21,9 @@ constexpr std::int64_t kRingAfterNs = 2'000;
 constexpr std::int64_t kCopyBytesPerNs = 8;
 constexpr std::int64_t kRingAgainNs = 20'000;
 constexpr std::int64_t kRangeRetryNs = 1'000'000'000;
-constexpr std::int64_t kCheckEveryNs = 1'000'000;
+// How often a wait looks at the failure state: a few atomic loads, so often enough that it adds
+// nothing noticeable to the detection latency (milliseconds).
+constexpr std::int64_t kCheckEveryNs = 100'000;
 } // namespace
 
 RmaWindow::RmaWindow(MPI_Comm comm) {
@@ -52,16 +55,23 @@ void RmaWindow::close() {
 RequestSet::~RequestSet() {
   if (reqs_.empty()) return;
   try {
-    wait_all(nullptr);
+    wait_all();
   } catch (...) {
-    // An MPI error here leaves nothing better to do than to stop waiting.
+    // Pending requests were given up or failed: nothing better to do than to stop waiting.
   }
 }
 
-void RequestSet::add(MPI_Request r, int target, std::size_t bytes) {
+void RequestSet::add(MPI_Request r, int target, Kind kind, std::size_t bytes) {
   reqs_.push_back(r);
   targets_.push_back(target);
+  kinds_.push_back(kind);
   largest_ = std::max(largest_, bytes);
+}
+
+void RmaWindow::free_after_failure() {
+  if (win_ == MPI_WIN_NULL) return;
+  MPI_Win_free(&win_);
+  win_ = MPI_WIN_NULL;
 }
 
 void RequestSet::put(RmaWindow &w, int target, MPI_Aint address, const void *buf, std::size_t len) {
@@ -94,41 +104,88 @@ void RequestSet::issue(RmaWindow &w, bool is_put, int target, MPI_Aint address, 
       }
       sched_yield();
     }
-    add(r, target, static_cast<std::size_t>(n));
+    add(r, target, Kind::kRma, static_cast<std::size_t>(n));
     p += n;
     address += n;
     len -= static_cast<std::size_t>(n);
   } while (len > 0);
 }
 
-void RequestSet::wait_all(Doorbells *bells, const std::function<void()> &check) {
+void RequestSet::give_up(std::size_t i) {
+  MPI_Request &r = reqs_[i];
+  if (r == MPI_REQUEST_NULL) return;
+  if (kinds_[i] == Kind::kRecv) {
+    // A cancelled receive completes locally, and then MPI will never write into its buffer.
+    MPI_Cancel(&r);
+    MPI_Wait(&r, MPI_STATUS_IGNORE);
+  } else if (ctx_ != nullptr) {
+    ctx_->abandon(r);
+  }
+  r = MPI_REQUEST_NULL;
+  failed_ = true;
+}
+
+// MPI_Testall failed: find the requests that failed (ULFM reports failures and revocation as
+// errors) and drop them; any other error is thrown.
+bool RequestSet::sort_out_errors() {
+  bool progress = false;
+  for (std::size_t i = 0; i < reqs_.size(); ++i) {
+    if (reqs_[i] == MPI_REQUEST_NULL) continue;
+    int flag = 0;
+    const int rc = MPI_Test(&reqs_[i], &flag, MPI_STATUS_IGNORE);
+    if (rc == MPI_SUCCESS) continue;
+    if (!is_failure_error(rc)) check_mpi(rc, "MPI_Test");
+    give_up(i);
+    progress = true;
+  }
+  return progress;
+}
+
+void RequestSet::wait_all() {
   Backoff backoff;
+  Doorbells *bells = ctx_ != nullptr ? ctx_->bells() : nullptr;
   const auto copy_ns = static_cast<std::int64_t>(largest_) / kCopyBytesPerNs;
   const std::int64_t start = Helper::now_ns();
   std::int64_t next_ring = start + kRingAfterNs + copy_ns;
   std::int64_t next_check = start + kCheckEveryNs;
   while (!reqs_.empty()) {
     int done = 0;
-    check_mpi(MPI_Testall(static_cast<int>(reqs_.size()), reqs_.data(), &done, MPI_STATUSES_IGNORE), "MPI_Testall");
+    const int rc = MPI_Testall(static_cast<int>(reqs_.size()), reqs_.data(), &done, MPI_STATUSES_IGNORE);
+    if (rc != MPI_SUCCESS) {
+      sort_out_errors();
+      continue;
+    }
     if (done) break;
     const std::int64_t now = Helper::now_ns();
     if (bells != nullptr && now >= next_ring) {
       int last = -1;
-      for (int t : targets_) {
-        if (t != last) bells->ring(t);
-        last = t;
+      for (std::size_t i = 0; i < reqs_.size(); ++i) {
+        if (reqs_[i] != MPI_REQUEST_NULL && targets_[i] != last) bells->ring(targets_[i]);
+        last = targets_[i];
       }
       next_ring = now + std::max(kRingAgainNs, copy_ns / 2);
     }
-    if (check && now >= next_check) {
-      check();
+    if (ctx_ != nullptr && now >= next_check) {
+      ctx_->check();
+      const bool revoked = ctx_->revoked();
+      for (std::size_t i = 0; i < reqs_.size(); ++i) {
+        if (reqs_[i] == MPI_REQUEST_NULL) continue;
+        // RMA to a live process completes even after a revocation: it is served by the
+        // target's progress engine, not by its helper.
+        if (ctx_->dead(targets_[i]) || (revoked && kinds_[i] != Kind::kRma)) give_up(i);
+      }
       next_check = now + kCheckEveryNs;
     }
     backoff.pause();
   }
   reqs_.clear();
   targets_.clear();
+  kinds_.clear();
   largest_ = 0;
+  if (failed_) {
+    failed_ = false;
+    throw StoreError(STORE_ERR_PROC_FAILED, "a process this operation needed has failed");
+  }
 }
 
 void Backoff::pause() {

@@ -28,6 +28,9 @@ public:
   void attach(void *base, std::size_t bytes);
   // Ends the epoch and frees the window (collective). Only valid when no request is pending.
   void close();
+  // Frees the window after a failure: no unlock (it waits for operations to failed processes);
+  // errors are expected (the failed cannot take part) and ignored.
+  void free_after_failure();
 
   MPI_Win handle() const { return win_; }
 
@@ -35,33 +38,56 @@ private:
   MPI_Win win_ = MPI_WIN_NULL;
 };
 
+// What a wait needs to know about the other processes. Implemented by the store.
+class WaitContext {
+public:
+  virtual ~WaitContext() = default;
+  // The process is known to have failed: its requests can never complete.
+  virtual bool dead(int rank) const = 0;
+  // The store's communicators were revoked: nobody serves control messages any more.
+  virtual bool revoked() const = 0;
+  // Keeps an RMA or send request that will never complete: Open MPI cannot free it.
+  virtual void abandon(MPI_Request r) = 0;
+  // Throws if waiting cannot end (e.g. this process's helper thread stopped).
+  virtual void check() const = 0;
+  virtual Doorbells *bells() const = 0;
+};
+
 // Outstanding requests (RMA, or point-to-point with the holders), each tagged with its target.
-// Buffers given to it must stay valid until wait_all returns; if the set is destroyed with
-// requests pending (an exception unwinds), it waits for them first so that MPI never writes into
-// or reads from memory that was given back.
+//
+// Never waits without bound on a process that may be dead: wait_all polls, and gives up on the
+// requests to a process once `ctx` reports it dead (receives are cancelled, RMA and sends are
+// abandoned), then finishes the others and throws STORE_ERR_PROC_FAILED. Requests to live
+// processes are always waited for, so MPI never writes into a buffer after the call returned.
+// Buffers given to it must stay valid until wait_all returns; the destructor waits too.
 class RequestSet {
 public:
-  RequestSet() = default;
+  enum class Kind : unsigned char { kRma, kRecv, kSend };
+
+  explicit RequestSet(WaitContext *ctx) : ctx_(ctx) {}
   ~RequestSet();
   RequestSet(const RequestSet &) = delete;
   RequestSet &operator=(const RequestSet &) = delete;
 
-  void add(MPI_Request r, int target, std::size_t bytes);
+  void add(MPI_Request r, int target, Kind kind, std::size_t bytes);
   void put(RmaWindow &w, int target, MPI_Aint address, const void *buf, std::size_t len);
   void get(RmaWindow &w, int target, MPI_Aint address, void *buf, std::size_t len);
   // Polls until every request completed. Targets that take longer than a few microseconds plus
-  // the copy time get their helper woken through `bells` (may be null), and again while they
-  // stay incomplete. `check` (may be empty) runs every millisecond or so and may throw to stop
-  // waiting; the requests then stay pending, and the destructor waits for them.
-  void wait_all(Doorbells *bells, const std::function<void()> &check = {});
+  // the copy time get their helper woken (ctx->bells()), and again while they stay incomplete.
+  void wait_all();
   bool empty() const { return reqs_.empty(); }
 
 private:
   void issue(RmaWindow &w, bool is_put, int target, MPI_Aint address, void *buf, std::size_t len);
+  void give_up(std::size_t i);
+  bool sort_out_errors();
 
+  WaitContext *ctx_;
   std::vector<MPI_Request> reqs_;
   std::vector<int> targets_;
+  std::vector<Kind> kinds_;
   std::size_t largest_ = 0; // bytes of the largest pending operation
+  bool failed_ = false;     // a request was given up: the wait ends in STORE_ERR_PROC_FAILED
 };
 
 // Spin-wait helper: polls `done` and yields the core now and then, because the process that has

@@ -69,26 +69,43 @@ std::uint64_t slot_checksum(const SlotHeader &h, const void *value) {
 }
 
 bool slot_valid(const SlotHeader &h, const void *value) {
-  return h.version != kNoVersion && h.length <= h.capacity && !sequenced(h.length) && h.flags == 0 &&
+  return h.version != kNoVersion && h.length <= h.capacity && in_place(h.length) && flag_bits(h.flags) == 0 &&
          slot_checksum(h, value) == h.checksum;
 }
 
-bool sequenced_valid(const SlotHeader &before, const SlotHeader &after) {
-  return before.version != kNoVersion && before.flags == 0 && before.state == kSlotLive && sequenced(before.length) &&
-         before.length <= before.capacity && header_checksum(before) == before.checksum &&
+bool buffered_valid(const SlotHeader &before, const SlotHeader &after) {
+  return before.version != kNoVersion && (flag_bits(before.flags) & ~kFlagHalfB) == 0 && before.state == kSlotLive &&
+         !in_place(before.length) && before.length <= before.capacity && header_checksum(before) == before.checksum &&
          std::memcmp(&before, &after, sizeof before) == 0;
 }
 
-SlotHeader empty_header(std::uint64_t capacity, std::uint64_t key) {
+std::size_t value_offset(const SlotHeader &h, std::uint64_t capacity) {
+  return kHeaderBytes + ((flag_bits(h.flags) & kFlagHalfB) != 0 ? static_cast<std::size_t>(capacity) : 0);
+}
+
+SlotHeader empty_header(std::uint64_t capacity, std::uint64_t key, Ns ns) {
   SlotHeader h{};
   h.capacity = capacity;
   h.key = key;
+  h.flags = make_flags(0, ns);
+  h.checksum = header_checksum(h);
+  return h;
+}
+
+SlotHeader lost_header(std::uint64_t capacity, std::uint64_t key, Ns ns) {
+  SlotHeader h = empty_header(capacity, key, ns);
+  h.flags = make_flags(kFlagLost, ns);
   h.checksum = header_checksum(h);
   return h;
 }
 
 bool slot_empty(const SlotHeader &h) {
-  return h.version == kNoVersion && h.length == 0 && h.flags == 0 && h.checksum == header_checksum(h);
+  return h.version == kNoVersion && h.length == 0 && flag_bits(h.flags) == 0 && h.checksum == header_checksum(h);
+}
+
+bool slot_lost(const SlotHeader &h) {
+  return h.version == kNoVersion && h.length == 0 && flag_bits(h.flags) == kFlagLost &&
+         h.checksum == header_checksum(h);
 }
 
 std::size_t capacity_class(std::size_t need, std::size_t min_capacity) {
@@ -96,7 +113,8 @@ std::size_t capacity_class(std::size_t need, std::size_t min_capacity) {
 }
 
 std::size_t slot_bytes(std::size_t capacity) {
-  return kHeaderBytes + ((capacity + 63) & ~std::size_t{63});
+  const std::size_t half = (capacity + 63) & ~std::size_t{63};
+  return kHeaderBytes + (capacity > kInPlaceLimit ? 2 * half : half);
 }
 
 SlotAllocator::SlotAllocator(std::size_t min_capacity, std::size_t first_region_bytes, AttachFn attach)
@@ -138,7 +156,7 @@ std::byte *SlotAllocator::carve(std::size_t bytes) {
   return p;
 }
 
-SlotAllocator::Block SlotAllocator::allocate(std::size_t need, std::uint64_t key) {
+SlotAllocator::Block SlotAllocator::allocate(std::size_t need, std::uint64_t key, Ns ns) {
   const std::size_t cap = capacity_class(need, min_capacity_);
   const auto cls = static_cast<std::size_t>(std::countr_zero(cap));
   std::byte *base;
@@ -148,9 +166,22 @@ SlotAllocator::Block SlotAllocator::allocate(std::size_t need, std::uint64_t key
   } else {
     base = carve(slot_bytes(cap));
   }
-  const SlotHeader h = empty_header(cap, key);
+  const SlotHeader h = empty_header(cap, key, ns);
   std::memcpy(base, &h, sizeof h);
   return Block{base, cap};
+}
+
+void SlotAllocator::copy_value(const Block &from, const Block &to) {
+  SlotHeader h;
+  std::memcpy(&h, from.base, sizeof h);
+  std::size_t length = 0;
+  if (h.version != kNoVersion && h.length <= from.capacity && h.length <= to.capacity) length = h.length;
+  std::memcpy(to.base + kHeaderBytes, from.base + value_offset(h, from.capacity), length);
+  if ((flag_bits(h.flags) & kFlagHalfB) != 0) {
+    h.flags &= ~kFlagHalfB;
+    h.checksum = header_checksum(h);
+  }
+  std::memcpy(to.base + kWriterOffset, reinterpret_cast<const std::byte *>(&h) + kWriterOffset, kWriterBytes);
 }
 
 void SlotAllocator::release(Block b) {

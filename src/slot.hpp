@@ -1,7 +1,7 @@
 // Slots and memory: the layout of a copy in window memory, its checksum, and the allocator that
 // carves slots out of memory regions attached to the dynamic window.
 //
-// A slot is a 64-byte header followed by `capacity` bytes of value:
+// A slot is a 64-byte header followed by the value, in one or two halves of `capacity` bytes:
 //
 //   offset  0  capacity   u64  written by the holder only
 //   offset  8  state      u64  written by the holder only: kSlotLive or kSlotRetired
@@ -10,20 +10,23 @@
 //   offset 32  length     u64   |
 //   offset 40  epoch      u32   |
 //   offset 44  writer     u32   |
-//   offset 48  checksum   u64   |  over bytes [16, 64) (this field as 0), and the value
-//   offset 56  flags      u64  -+  kFlagWriting while a sequenced value is being written
-//   offset 64  value bytes ...
+//   offset 48  checksum   u64   |  see below
+//   offset 56  flags      u64  -+  bits 0-7 flags, 8-15 namespace, 16-63 transaction
+//   offset 64  value, first half (capacity bytes)
+//   offset 64 + capacity  second half, only in slots of capacity > kInPlaceLimit
 //
-// A put may land in any byte order, and a get may race with it; even one 8-byte field of the
-// header can be read half old, half new (seen in tests). So a reader takes no decision on a
-// header it has not validated. Two protocols make sure a get never returns a torn value:
-//   checksummed (length <= kChecksumLimit): header and value go out together in one round trip;
-//     the checksum covers both, and a reader accepts a copy only if it matches.
-//   sequenced (larger values, where hashing would cost more than two round trips): the writer
-//     puts the header marked kFlagWriting and waits for completion, puts the value and waits,
-//     then puts the header unmarked. The checksum covers the header only. A reader reads the
-//     header, then the value, then the header again, and accepts two identical, valid, unmarked
-//     headers.
+// Two dangers shape the protocols. A put may land in any byte order while a get races with it;
+// even one 8-byte header field can be read half old, half new (seen in tests). And a writer may
+// die in the middle of a put; the value it replaces must then survive on some copy.
+//   in place (length <= kInPlaceLimit): header and value go out together in one put, which
+//     Open MPI delivers as one message (up to 32 KiB) and the target applies in one copy, so a
+//     dying writer leaves each copy old or new, never torn. The checksum covers header and
+//     value; a reader accepts a copy only if it matches.
+//   double-buffered (larger values): the writer puts the value into the half the header does
+//     not point to, waits for completion on every copy, then puts a header pointing to it
+//     (kFlagHalfB). A dying writer leaves the old value in place. The checksum covers the
+//     header; a reader reads the header, the value, the header again, and accepts two
+//     identical, valid headers.
 // A slot that was never written holds a valid empty header (version 0, length 0), so "not found"
 // is also a validated answer.
 #pragma once
@@ -52,12 +55,29 @@ inline constexpr std::size_t kHeaderBytes = sizeof(SlotHeader);
 // The part of the header a writer puts along with the value.
 inline constexpr std::size_t kWriterOffset = offsetof(SlotHeader, key);
 inline constexpr std::size_t kWriterBytes = kHeaderBytes - kWriterOffset;
-inline constexpr std::size_t kChecksumCoveredBytes = offsetof(SlotHeader, checksum) - kWriterOffset;
-// Values above this length use the sequenced protocol.
-inline constexpr std::size_t kChecksumLimit = 256 * 1024;
-inline constexpr std::uint64_t kFlagWriting = 1;
-inline bool sequenced(std::uint64_t length) {
-  return length > kChecksumLimit;
+// Values up to this length are written in place, larger ones double-buffered.
+inline constexpr std::size_t kInPlaceLimit = 16 * 1024;
+inline bool in_place(std::uint64_t length) {
+  return length <= kInPlaceLimit;
+}
+
+// Namespaces: a key's value, and internal records kept in slots like values.
+enum class Ns : std::uint8_t { kValue = 0, kPending = 1, kTxRecord = 2 };
+
+// The flags word: flag bits, the slot's namespace, and the transaction of a pending value.
+inline constexpr std::uint64_t kFlagHalfB = 1; // the value is in the second half
+inline constexpr std::uint64_t kFlagLost = 2;  // every copy was lost (set by recovery)
+inline constexpr std::uint64_t make_flags(std::uint64_t bits, Ns ns, std::uint64_t tx = 0) {
+  return bits | (std::uint64_t(ns) << 8) | (tx << 16);
+}
+inline constexpr std::uint64_t flag_bits(std::uint64_t flags) {
+  return flags & 0xff;
+}
+inline constexpr Ns flags_ns(std::uint64_t flags) {
+  return Ns((flags >> 8) & 0xff);
+}
+inline constexpr std::uint64_t flags_tx(std::uint64_t flags) {
+  return flags >> 16;
 }
 
 // Version 0 marks a slot that was allocated but never written.
@@ -74,20 +94,27 @@ std::uint64_t checksum64(const void *data, std::size_t len, std::uint64_t seed);
 std::uint64_t header_checksum(const SlotHeader &h);
 std::uint64_t slot_checksum(const SlotHeader &h, const void *value);
 
-// Checksummed copies: true if `h` and `value` (h.length bytes) form a complete, untorn copy.
+// In-place copies: true if `h` and `value` (h.length bytes) form a complete, untorn copy.
 bool slot_valid(const SlotHeader &h, const void *value);
-// Sequenced copies: true if the headers read before and after the value show that no put
+// Double-buffered copies: true if the headers read before and after the value show that no put
 // touched the value meanwhile.
-bool sequenced_valid(const SlotHeader &before, const SlotHeader &after);
+bool buffered_valid(const SlotHeader &before, const SlotHeader &after);
+// Where the value of a copy with header `h` starts, from the slot's header, in a slot of
+// `capacity` bytes per half.
+std::size_t value_offset(const SlotHeader &h, std::uint64_t capacity);
 // True if `h` is the untorn header of a slot that was never written. The key is part of it: a
 // slot freed and handed to another key must not read as "not found" for the old one.
 bool slot_empty(const SlotHeader &h);
-// The header of a slot for `key` that was never written.
-SlotHeader empty_header(std::uint64_t capacity, std::uint64_t key);
+// True if `h` is the untorn header recovery leaves where every copy of a key was lost.
+bool slot_lost(const SlotHeader &h);
+// The header of a slot for (`key`, `ns`) that was never written, or whose value was lost.
+SlotHeader empty_header(std::uint64_t capacity, std::uint64_t key, Ns ns);
+SlotHeader lost_header(std::uint64_t capacity, std::uint64_t key, Ns ns);
 
 // Capacity classes are powers of two, at least `min_capacity` (itself a power of two >= 8).
 std::size_t capacity_class(std::size_t need, std::size_t min_capacity);
-// Bytes a slot of `capacity` takes in memory: header plus capacity, 64-byte aligned.
+// Bytes a slot of `capacity` takes in memory: header plus one half, or two halves for
+// capacities above kInPlaceLimit (values that large are double-buffered), 64-byte aligned.
 std::size_t slot_bytes(std::size_t capacity);
 
 // Hands out slots from memory regions ("arenas") attached to the window. Regions are mapped
@@ -113,11 +140,14 @@ public:
 
   // A slot for `key` whose capacity is the class of `need`, with an empty header. Throws
   // std::bad_alloc when memory or regions run out.
-  Block allocate(std::size_t need, std::uint64_t key);
+  Block allocate(std::size_t need, std::uint64_t key, Ns ns);
   // Marks the slot retired and makes it available again.
   void release(Block b);
 
   const std::vector<Region> &regions() const { return regions_; }
+  // Copies the current value of `from` (header and value) into the first half of `to`, which
+  // must be large enough. Used when a slot moves.
+  static void copy_value(const Block &from, const Block &to);
   std::size_t attached_bytes() const;
   std::size_t min_capacity() const { return min_capacity_; }
 

@@ -7,6 +7,7 @@
 #include <new>
 
 #include "errors.hpp"
+#include "fault.hpp"
 
 namespace rmastore::internal {
 namespace {
@@ -17,9 +18,14 @@ CtrlMsg refusal(const CtrlMsg &msg, ReplyStatus status) {
   CtrlMsg r;
   r.type = MsgType::kReply;
   r.status = status;
+  r.ns = msg.ns;
   r.key = msg.key;
   r.request = msg.request;
   return r;
+}
+
+SlotId slot_of(const CtrlMsg &m) {
+  return SlotId{m.key, static_cast<Ns>(m.ns)};
 }
 
 bool contains(const std::vector<int> &v, int x) {
@@ -83,7 +89,8 @@ std::unique_ptr<Store> Store::create(MPI_Comm comm, const Config &cfg) {
     store_status_t local = STORE_OK;
     if (cfg.replicas < 1 || cfg.replicas > size || cfg.initial_slot_size == 0 ||
         cfg.initial_slot_size > STORE_MAX_VALUE_SIZE || cfg.capacity_hint > kMaxCapacityHint ||
-        cfg.helper_max_sleep_us < 0 || cfg.helper_max_sleep_us > 1'000'000 || cfg.node_id < -1) {
+        cfg.helper_max_sleep_us < 0 || cfg.detector < STORE_DETECTOR_NOTIFY || cfg.detector > STORE_DETECTOR_OFF ||
+        cfg.helper_max_sleep_us > 1'000'000 || cfg.node_id < -1) {
       local = STORE_ERR_ARG;
     }
     // Every process learns every other's verdict and the range of each setting in one call.
@@ -99,6 +106,8 @@ std::unique_ptr<Store> Store::create(MPI_Comm comm, const Config &cfg) {
         -as64(cfg.capacity_hint),
         as64(cfg.helper_max_sleep_us),
         -as64(cfg.helper_max_sleep_us),
+        as64(cfg.detector),
+        -as64(cfg.detector),
         cfg.node_id >= 0 ? 1 : 0,
         cfg.node_id >= 0 ? -1 : 0,
     };
@@ -120,17 +129,11 @@ std::unique_ptr<Store> Store::create(MPI_Comm comm, const Config &cfg) {
   bool ok = true;
   store_status_t failure = STORE_OK;
   try {
-    s->ctrl_ = MPI_COMM_NULL;
-    check_mpi(MPI_Comm_dup(s->comm_, &s->ctrl_), "MPI_Comm_dup");
-    check_mpi(MPI_Comm_set_errhandler(s->ctrl_, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
     s->placement_ = std::make_unique<Placement>(detect_nodes(s->comm_, cfg.node_id), cfg.replicas);
-    s->window_ = std::make_unique<RmaWindow>(s->comm_);
-    s->allocator_ = std::make_unique<SlotAllocator>(
-        cfg.initial_slot_size, cfg.capacity_hint, [w = s->window_.get()](void *p, std::size_t n) { w->attach(p, n); });
-    s->bells_ = std::make_unique<Doorbells>(s->comm_);
-    s->helper_ = std::make_unique<Helper>(s->ctrl_, *s->bells_, cfg.helper_max_sleep_us);
     Store *raw = s.get();
-    s->helper_->start([raw](const CtrlMsg &m, int src) { raw->on_helper_message(m, src); });
+    s->allocator_ = std::make_unique<SlotAllocator>(cfg.initial_slot_size, cfg.capacity_hint,
+                                                    [raw](void *p, std::size_t n) { raw->window_->attach(p, n); });
+    s->build_runtime();
   } catch (const StoreError &e) {
     ok = false;
     failure = e.status();
@@ -145,10 +148,35 @@ std::unique_ptr<Store> Store::create(MPI_Comm comm, const Config &cfg) {
   return s;
 }
 
+void Store::build_runtime() {
+  check_mpi(MPI_Comm_dup(comm_, &ctrl_), "MPI_Comm_dup");
+  check_mpi(MPI_Comm_set_errhandler(ctrl_, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
+  failures_ = std::make_unique<FailureState>(size_);
+  window_ = std::make_unique<RmaWindow>(comm_);
+  for (const SlotAllocator::Region &r : allocator_->regions()) window_->attach(r.base, r.bytes);
+  bells_ = std::make_unique<Doorbells>(comm_);
+  helper_ = std::make_unique<Helper>(ctrl_, *bells_, *failures_, config_.detector, config_.helper_max_sleep_us);
+  helper_->start([this](const CtrlMsg &m, int src) { on_helper_message(m, src); });
+}
+
+// Stops the helper and drops the local parts of the runtime; the collective parts (window,
+// communicators) are freed by the caller, who knows whether that is safe.
+void Store::stop_runtime() {
+  if (helper_) helper_->stop();
+  helper_.reset();
+  bells_.reset();
+}
+
 Store::Store(MPI_Comm comm, const Config &config) : comm_(comm), config_(config) {
   check_mpi(MPI_Comm_rank(comm_, &rank_), "MPI_Comm_rank");
   check_mpi(MPI_Comm_size(comm_, &size_), "MPI_Comm_size");
-  staging_.resize(kWriterBytes + kStagingLimit);
+  id_ = rank_;
+  fault_set_rank(id_);
+  ids_.resize(static_cast<std::size_t>(size_));
+  rank_of_id_.resize(static_cast<std::size_t>(size_));
+  for (int i = 0; i < size_; ++i) ids_[static_cast<std::size_t>(i)] = rank_of_id_[static_cast<std::size_t>(i)] = i;
+  staging_.resize(kWriterBytes + kInPlaceLimit);
+  last_recovery_.struct_size = sizeof last_recovery_;
 }
 
 Store::~Store() {
@@ -156,9 +184,7 @@ Store::~Store() {
   // Error paths only (creation or finalization failed). The thread stops before anything it
   // uses goes away. The window is collective and other processes may not be freeing theirs, so
   // it is left to MPI_Finalize, together with the memory attached to it.
-  if (helper_) helper_->stop();
-  helper_.reset();
-  bells_.reset();
+  stop_runtime();
   (void)window_.release();
   (void)allocator_.release();
   if (ctrl_ != MPI_COMM_NULL) MPI_Comm_free(&ctrl_);
@@ -167,10 +193,9 @@ Store::~Store() {
 
 void Store::finalize() {
   // After the barrier nobody sends a request any more, so the helpers may stop.
+  require_healthy();
   check_mpi(MPI_Barrier(comm_), "MPI_Barrier");
-  helper_->stop();
-  helper_.reset();
-  bells_.reset();
+  stop_runtime();
   window_->close();
   window_.reset();
   {
@@ -198,6 +223,9 @@ void Store::on_helper_message(const CtrlMsg &msg, int source) {
   case MsgType::kInvalidateAck:
     on_invalidate_ack(msg);
     break;
+  case MsgType::kRegister:
+    on_register(msg, source);
+    break;
   default:
     break;
   }
@@ -205,19 +233,20 @@ void Store::on_helper_message(const CtrlMsg &msg, int source) {
 
 std::optional<CtrlMsg> Store::serve(const CtrlMsg &msg, int source, bool inline_call) {
   std::lock_guard lk(table_mutex_);
-  auto it = table_.find(msg.key);
+  auto it = table_.find(slot_of(msg));
   if (it == table_.end()) {
     if (msg.type == MsgType::kLookup) return refusal(msg, ReplyStatus::kNotFound);
     HeldSlot fresh;
     try {
-      fresh.block = allocator_->allocate(std::max<std::size_t>(msg.length, config_.initial_slot_size), msg.key);
+      fresh.block = allocator_->allocate(std::max<std::size_t>(msg.length, config_.initial_slot_size), msg.key,
+                                         static_cast<Ns>(msg.ns));
     } catch (const std::bad_alloc &) {
       return refusal(msg, ReplyStatus::kNoMemory);
     } catch (const StoreError &) {
       return refusal(msg, ReplyStatus::kNoMemory); // the window refused another region
     }
     ++enlargements_served_;
-    it = table_.emplace(msg.key, std::move(fresh)).first;
+    it = table_.emplace(slot_of(msg), std::move(fresh)).first;
   }
   HeldSlot &slot = it->second;
   if (slot.pending_acks > 0) {
@@ -253,6 +282,7 @@ std::optional<CtrlMsg> Store::grant_or_defer_locked(HeldSlot &slot, const CtrlMs
   for (int target : invalidate) {
     CtrlMsg inv;
     inv.type = MsgType::kInvalidate;
+    inv.ns = msg.ns;
     inv.key = msg.key;
     inv.grant = r.grant - 1;
     helper_->send(target, kTagHelper, inv);
@@ -266,12 +296,9 @@ CtrlMsg Store::grant_locked(HeldSlot &slot, const CtrlMsg &msg, int source, std:
     if (slot.block.capacity < msg.length) {
       // The slot moves. The old copy stays readable until every cached reader has let go, and
       // its value comes along so the key keeps its last complete value if the writer dies.
-      SlotAllocator::Block bigger = allocator_->allocate(msg.length, msg.key);
-      SlotHeader old;
-      std::memcpy(&old, slot.block.base, sizeof old);
-      std::size_t keep = kWriterBytes;
-      if (old.version != kNoVersion && old.length <= slot.block.capacity) keep += old.length;
-      std::memcpy(bigger.base + kWriterOffset, slot.block.base + kWriterOffset, keep);
+      RMASTORE_FAULT_POINT("enlarge.serve");
+      SlotAllocator::Block bigger = allocator_->allocate(msg.length, msg.key, static_cast<Ns>(msg.ns));
+      SlotAllocator::copy_value(slot.block, bigger);
       slot.retired = slot.block;
       slot.block = bigger;
       for (int reader : slot.readers) {
@@ -281,6 +308,7 @@ CtrlMsg Store::grant_locked(HeldSlot &slot, const CtrlMsg &msg, int source, std:
       ++enlargements_served_;
     }
     slot.writer = source;
+    slot.writer_id = ids_[static_cast<std::size_t>(source)];
   } else if (!contains(slot.readers, source)) {
     slot.readers.push_back(source);
   }
@@ -288,19 +316,21 @@ CtrlMsg Store::grant_locked(HeldSlot &slot, const CtrlMsg &msg, int source, std:
   std::memcpy(&h, slot.block.base, sizeof h);
   CtrlMsg r;
   r.type = MsgType::kReply;
+  r.ns = msg.ns;
   r.key = msg.key;
   r.request = msg.request;
   r.address = reinterpret_cast<std::uintptr_t>(slot.block.base);
   r.capacity = slot.block.capacity;
   r.version = h.version;
   r.length = h.length;
+  r.half = (flag_bits(h.flags) & kFlagHalfB) != 0 ? 1 : 0;
   r.grant = ++slot.last_grant;
   return r;
 }
 
 void Store::on_invalidate_ack(const CtrlMsg &msg) {
   std::lock_guard lk(table_mutex_);
-  auto it = table_.find(msg.key);
+  auto it = table_.find(slot_of(msg));
   if (it == table_.end() || it->second.pending_acks == 0) return;
   HeldSlot &slot = it->second;
   if (--slot.pending_acks > 0) return;
@@ -324,15 +354,24 @@ void Store::dispatch_queued_locked(HeldSlot &slot) {
 // ------------------------------------------------------------------------------------------------
 // Client side
 
-Store::KeyState &Store::key_state_locked(std::uint64_t key) {
-  auto [it, created] = cache_.try_emplace(key);
+std::vector<int> Store::holders_of(const SlotId &id) const {
+  // Transaction records are placed by a hash of their key, apart from the values they name.
+  const std::uint64_t where = id.ns == Ns::kTxRecord ? mix64(id.key ^ 0x7472616e73616374ULL) : id.key;
+  std::vector<int> ids(static_cast<std::size_t>(placement_->replicas()));
+  placement_->holders(where, ids);
+  std::vector<int> ranks;
+  for (int i : ids) {
+    if (i >= 0) ranks.push_back(rank_of_id_[static_cast<std::size_t>(i)]);
+  }
+  return ranks;
+}
+
+Store::KeyState &Store::key_state_locked(const SlotId &id) {
+  auto [it, created] = cache_.try_emplace(id);
   if (created) {
-    std::vector<int> ids(static_cast<std::size_t>(placement_->replicas()));
-    placement_->holders(key, ids);
-    for (int id : ids) {
-      if (id < 0) continue;
+    for (int rank : holders_of(id)) {
       HolderCache hc;
-      hc.holder = id;
+      hc.holder = rank;
       it->second.holders.push_back(hc);
     }
   }
@@ -342,7 +381,7 @@ Store::KeyState &Store::key_state_locked(std::uint64_t key) {
 void Store::on_invalidate(const CtrlMsg &msg, int source) {
   {
     std::lock_guard lk(cache_mutex_);
-    KeyState &ks = key_state_locked(msg.key);
+    KeyState &ks = key_state_locked(slot_of(msg));
     for (HolderCache &hc : ks.holders) {
       if (hc.holder != source) continue;
       hc.floor = std::max(hc.floor, msg.grant);
@@ -354,13 +393,26 @@ void Store::on_invalidate(const CtrlMsg &msg, int source) {
   }
   CtrlMsg ack;
   ack.type = MsgType::kInvalidateAck;
+  ack.ns = msg.ns;
   ack.key = msg.key;
   helper_->send(source, kTagHelper, ack);
 }
 
-void Store::install_reply(std::uint64_t key, int holder, const CtrlMsg &reply, bool write) {
+void Store::on_register(const CtrlMsg &msg, int source) {
+  {
+    std::lock_guard lk(known_mutex_);
+    known_keys_.insert(msg.key);
+  }
+  CtrlMsg r;
+  r.type = MsgType::kReply;
+  r.key = msg.key;
+  r.request = msg.request;
+  helper_->send(source, kTagReply, r);
+}
+
+void Store::install_reply(const SlotId &id, int holder, const CtrlMsg &reply, bool write) {
   std::lock_guard lk(cache_mutex_);
-  KeyState &ks = key_state_locked(key);
+  KeyState &ks = key_state_locked(id);
   for (HolderCache &hc : ks.holders) {
     if (hc.holder != holder || reply.grant <= hc.floor) continue;
     if (reply.address != hc.address) hc.can_write = false;
@@ -368,21 +420,24 @@ void Store::install_reply(std::uint64_t key, int holder, const CtrlMsg &reply, b
     hc.capacity = reply.capacity;
     hc.grant = std::max(hc.grant, reply.grant);
     hc.length_hint = reply.length;
+    if (write) hc.half_b = reply.half != 0;
     hc.can_read = true;
     hc.can_write = hc.can_write || write;
     if (write) ks.version = std::max(ks.version, reply.version);
   }
 }
 
-std::vector<CtrlMsg> Store::request(std::uint64_t key, const std::vector<int> &holders, const CtrlMsg &msg) {
+std::vector<CtrlMsg> Store::request(const SlotId &id, const std::vector<int> &holders, const CtrlMsg &msg) {
   const std::size_t n = holders.size();
   std::vector<CtrlMsg> out(n), replies(n);
   std::vector<CtrlMsg> sent(n, msg);
   std::vector<bool> answered(n, false);
-  RequestSet rs; // declared after the buffers: on unwinding it waits before they go
+  RequestSet rs(this); // declared after the buffers: on unwinding it waits before they go
   for (std::size_t i = 0; i < n; ++i) {
+    sent[i].ns = static_cast<std::uint32_t>(id.ns);
+    sent[i].key = id.key;
     sent[i].request = next_request_++;
-    if (holders[i] == rank_) {
+    if (holders[i] == rank_ && msg.type != MsgType::kRegister) {
       if (auto r = serve(sent[i], rank_, true)) {
         out[i] = *r;
         answered[i] = true;
@@ -391,118 +446,187 @@ std::vector<CtrlMsg> Store::request(std::uint64_t key, const std::vector<int> &h
     }
     MPI_Request rr, sr;
     check_mpi(MPI_Irecv(&replies[i], sizeof(CtrlMsg), MPI_BYTE, holders[i], kTagReply, ctrl_, &rr), "MPI_Irecv");
-    rs.add(rr, holders[i], sizeof(CtrlMsg));
-    check_mpi(MPI_Isend(&sent[i], sizeof(CtrlMsg), MPI_BYTE, holders[i], kTagHelper, ctrl_, &sr), "MPI_Isend");
-    rs.add(sr, holders[i], sizeof(CtrlMsg));
+    rs.add(rr, holders[i], RequestSet::Kind::kRecv, sizeof(CtrlMsg));
+    const int rc = MPI_Isend(&sent[i], sizeof(CtrlMsg), MPI_BYTE, holders[i], kTagHelper, ctrl_, &sr);
+    if (is_failure_error(rc)) throw StoreError(STORE_ERR_PROC_FAILED, "a holder has failed");
+    check_mpi(rc, "MPI_Isend");
+    rs.add(sr, holders[i], RequestSet::Kind::kSend, sizeof(CtrlMsg));
     bells_->ring(holders[i]);
     ++requests_sent_;
   }
-  wait(rs);
+  rs.wait_all();
   for (std::size_t i = 0; i < n; ++i) {
     if (!answered[i]) out[i] = replies[i];
     if (out[i].request != sent[i].request || out[i].type != MsgType::kReply) {
       throw StoreError(STORE_ERR_INTERNAL, "control reply does not match its request");
     }
-    if (out[i].status == ReplyStatus::kOk) {
-      install_reply(key, holders[i], out[i], msg.type == MsgType::kAcquireWrite);
+    if (out[i].status == ReplyStatus::kError)
+      throw StoreError(STORE_ERR_INTERNAL, "a holder could not serve a request");
+    if (out[i].status == ReplyStatus::kOk && msg.type != MsgType::kRegister) {
+      install_reply(id, holders[i], out[i], msg.type == MsgType::kAcquireWrite);
     }
   }
   return out;
 }
 
-void Store::wait(RequestSet &rs) {
-  rs.wait_all(bells_.get(), [this] {
-    // Our own helper serves our requests to ourselves; if it stopped, nobody answers them.
-    if (helper_->failed()) throw StoreError(STORE_ERR_MPI, "helper thread stopped: " + helper_->failure());
-  });
+void Store::check() const {
+  // Our own helper serves our requests to ourselves; if it stopped, nobody answers them.
+  if (helper_->failed()) throw StoreError(STORE_ERR_MPI, "helper thread stopped: " + helper_->failure());
 }
 
-void Store::put(std::uint64_t key, const void *buf, std::size_t len) {
-  std::vector<HolderCache> hcs;
-  std::uint64_t version = 0;
+void Store::require_healthy() const {
+  if (detecting() && failures_->any()) {
+    throw StoreError(STORE_ERR_PROC_FAILED, "a process of the store failed: call store_recover");
+  }
+}
+
+void Store::register_key(std::uint64_t key) {
+  {
+    std::lock_guard lk(known_mutex_);
+    if (!known_keys_.insert(key).second) return;
+  }
+  std::vector<int> others;
+  for (int r = 0; r < size_; ++r) {
+    if (r != rank_) others.push_back(r);
+  }
+  CtrlMsg m;
+  m.type = MsgType::kRegister;
+  request(SlotId{key, Ns::kValue}, others, m);
+}
+
+std::vector<Store::HolderCache> Store::acquire_write(const SlotId &id, std::size_t len, std::uint64_t *version,
+                                                     bool *fresh) {
+  *fresh = false;
   for (int attempt = 0;; ++attempt) {
+    std::vector<HolderCache> hcs;
     std::vector<int> need;
     {
       std::lock_guard lk(cache_mutex_);
-      KeyState &ks = key_state_locked(key);
+      KeyState &ks = key_state_locked(id);
       hcs = ks.holders;
-      version = ks.version;
+      *version = ks.version;
     }
     for (const HolderCache &hc : hcs) {
       if (!hc.can_write || hc.capacity < len) need.push_back(hc.holder);
     }
-    if (need.empty()) break;
+    if (need.empty()) return hcs;
     // Grants are revoked only by another writer of the same key, which the API forbids while
     // this put runs; a few rounds absorb a revocation that crossed our request.
     if (attempt == 8) throw StoreError(STORE_ERR_INTERNAL, "write grant revoked repeatedly: concurrent writers?");
     CtrlMsg m;
     m.type = MsgType::kAcquireWrite;
-    m.key = key;
     m.length = len;
-    for (const CtrlMsg &r : request(key, need, m)) {
+    bool all_new = need.size() == hcs.size() && *version == 0;
+    for (const CtrlMsg &r : request(id, need, m)) {
       if (r.status == ReplyStatus::kNoMemory) throw StoreError(STORE_ERR_NO_MEMORY, "a holder is out of memory");
       if (r.status != ReplyStatus::kOk) throw StoreError(STORE_ERR_INTERNAL, "holder refused a write grant");
+      all_new = all_new && r.version == kNoVersion;
     }
+    *fresh = *fresh || all_new;
   }
+}
 
+void Store::ping(const std::vector<HolderCache> &hcs) {
+  if (config_.detector != STORE_DETECTOR_PING) return;
+  for (const HolderCache &hc : hcs) {
+    if (hc.holder == rank_) continue;
+    char ping = 0;
+    const int rc = MPI_Send(&ping, 1, MPI_BYTE, hc.holder, kTagPing, ctrl_);
+    if (is_failure_error(rc)) {
+      absorb_failures(ctrl_, *failures_);
+      throw StoreError(STORE_ERR_PROC_FAILED, "ping to a holder failed");
+    }
+    check_mpi(rc, "MPI_Send");
+  }
+}
+
+void Store::put(std::uint64_t key, const void *buf, std::size_t len) {
+  require_healthy();
+  RMASTORE_FAULT_POINT("put.start");
+  const SlotId id{key, Ns::kValue};
+  std::uint64_t version = 0;
+  bool fresh = false;
+  const std::vector<HolderCache> hcs = acquire_write(id, len, &version, &fresh);
+  // The first put of a key tells everybody it exists, so a recovery that finds all its copies
+  // gone can report it lost. The put is not complete, hence not promised, before that.
+  if (fresh) register_key(key);
   SlotHeader h{};
   h.key = key;
   h.version = version + 1;
-  {
-    // Taken now, not after success: if this put fails half-way, the next must not reuse the
-    // version with another value (a sequenced reader compares versions, not values).
-    std::lock_guard lk(cache_mutex_);
-    KeyState &ks = key_state_locked(key);
-    ks.version = std::max(ks.version, h.version);
-  }
   h.length = len;
-  h.epoch = epoch_;
-  h.writer = static_cast<std::uint32_t>(rank_);
-  const auto *hw = reinterpret_cast<const std::byte *>(&h) + kWriterOffset;
-  // Writes `bytes` at `offset` of every copy: remote ones by RMA, our own by memcpy.
-  RequestSet rs;
-  const auto to_all = [&](std::size_t offset, const void *src, std::size_t bytes) {
-    for (const HolderCache &hc : hcs) {
-      if (hc.holder == rank_) {
-        std::memcpy(reinterpret_cast<std::byte *>(hc.address) + offset, src, bytes);
-        std::atomic_thread_fence(std::memory_order_release);
-      } else if (bytes > 0) {
-        rs.put(*window_, hc.holder, static_cast<MPI_Aint>(hc.address + offset), src, bytes);
-      }
-    }
-  };
-  if (sequenced(len)) {
-    h.flags = kFlagWriting;
-    h.checksum = header_checksum(h);
-    to_all(kWriterOffset, hw, kWriterBytes);
-    wait(rs);
-    to_all(kHeaderBytes, buf, len);
-    wait(rs);
-    h.flags = 0;
-    h.checksum = header_checksum(h);
-    to_all(kWriterOffset, hw, kWriterBytes);
-  } else {
-    h.checksum = slot_checksum(h, buf);
-    if (len <= kStagingLimit) {
-      // One put per copy: header and value side by side in a staging buffer.
-      std::memcpy(staging_.data(), hw, kWriterBytes);
-      if (len > 0) std::memcpy(staging_.data() + kWriterBytes, buf, len);
-      to_all(kWriterOffset, staging_.data(), kWriterBytes + len);
-    } else {
-      to_all(kHeaderBytes, buf, len);
-      to_all(kWriterOffset, hw, kWriterBytes);
-    }
-  }
-  wait(rs);
-  std::lock_guard lk(cache_mutex_);
-  for (HolderCache &hc : key_state_locked(key).holders) hc.length_hint = len;
+  h.flags = make_flags(0, Ns::kValue);
+  write_copies(hcs, h, buf);
 }
 
-Store::ReadResult Store::read_local(std::uint64_t key, void *buf, std::size_t capacity, std::size_t *len) {
+void Store::write_copies(const std::vector<HolderCache> &hcs, SlotHeader h, const void *buf) {
+  const SlotId id{h.key, flags_ns(h.flags)};
+  {
+    // Taken now, not after success: if this put fails half-way, the next must not reuse the
+    // version with another value (a double-buffered reader compares headers, not values).
+    std::lock_guard lk(cache_mutex_);
+    KeyState &ks = key_state_locked(id);
+    ks.version = std::max(ks.version, h.version);
+  }
+  const std::size_t len = h.length;
+  h.epoch = epoch_;
+  h.writer = static_cast<std::uint32_t>(id_);
+  ping(hcs);
+  RequestSet rs(this);
+  // Writes `bytes` at `offset` of one copy: a remote one by RMA, our own by memcpy.
+  const auto write = [&](const HolderCache &hc, std::size_t offset, const void *src, std::size_t bytes) {
+    if (hc.holder == rank_) {
+      std::memcpy(reinterpret_cast<std::byte *>(hc.address) + offset, src, bytes);
+      std::atomic_thread_fence(std::memory_order_release);
+    } else if (bytes > 0) {
+      rs.put(*window_, hc.holder, static_cast<MPI_Aint>(hc.address + offset), src, bytes);
+    }
+  };
+  std::vector<bool> half_b(hcs.size(), false);
+  if (in_place(len)) {
+    // One put per copy: header and value side by side in a staging buffer.
+    h.checksum = slot_checksum(h, buf);
+    std::memcpy(staging_.data(), reinterpret_cast<const std::byte *>(&h) + kWriterOffset, kWriterBytes);
+    if (len > 0) std::memcpy(staging_.data() + kWriterBytes, buf, len);
+    for (std::size_t i = 0; i < hcs.size(); ++i) {
+      if (i > 0) RMASTORE_FAULT_POINT("put.between_copies");
+      write(hcs[i], kWriterOffset, staging_.data(), kWriterBytes + len);
+    }
+  } else {
+    // The value goes to the half each copy's header does not point to; only when every copy
+    // has it do the headers switch over.
+    for (std::size_t i = 0; i < hcs.size(); ++i) {
+      if (i > 0) RMASTORE_FAULT_POINT("put.between_copies");
+      half_b[i] = !hcs[i].half_b;
+      write(hcs[i], kHeaderBytes + (half_b[i] ? hcs[i].capacity : 0), buf, len);
+    }
+    rs.wait_all();
+    RMASTORE_FAULT_POINT("put.before_switch");
+    SlotHeader ha = h, hb = h;
+    hb.flags |= kFlagHalfB;
+    ha.checksum = header_checksum(ha);
+    hb.checksum = header_checksum(hb);
+    for (std::size_t i = 0; i < hcs.size(); ++i) {
+      const SlotHeader &hh = half_b[i] ? hb : ha;
+      write(hcs[i], kWriterOffset, reinterpret_cast<const std::byte *>(&hh) + kWriterOffset, kWriterBytes);
+    }
+    rs.wait_all();
+  }
+  rs.wait_all();
+  std::lock_guard lk(cache_mutex_);
+  for (HolderCache &c : key_state_locked(id).holders) {
+    c.length_hint = len;
+    for (std::size_t i = 0; i < hcs.size(); ++i) {
+      if (hcs[i].holder == c.holder) c.half_b = half_b[i];
+    }
+  }
+}
+
+Store::ReadResult Store::read_local(const SlotId &id, void *buf, std::size_t capacity, std::size_t *len) {
+  const std::uint64_t key = id.key;
   SlotAllocator::Block block;
   {
     std::lock_guard lk(table_mutex_);
-    auto it = table_.find(key);
+    auto it = table_.find(id);
     if (it == table_.end()) return ReadResult::kNotFound;
     block = it->second.block;
   }
@@ -513,86 +637,78 @@ Store::ReadResult Store::read_local(std::uint64_t key, void *buf, std::size_t ca
   std::memcpy(&h, block.base, sizeof h);
   std::atomic_thread_fence(std::memory_order_acquire);
   if (h.state != kSlotLive) return ReadResult::kRetry;
-  if (slot_empty(h) && h.key == key) return ReadResult::kNotFound;
-  if (h.version == kNoVersion || h.key != key || h.length > block.capacity || h.flags != 0) {
-    return ReadResult::kRetry; // torn, or moved away: look again
-  }
-  const std::byte *value = block.base + kHeaderBytes;
-  std::vector<std::byte> tmp;
-  std::byte *dst = static_cast<std::byte *>(buf);
-  if (h.length > capacity) {
-    if (sequenced(h.length)) {
-      // Only the length is wanted: a header that stays the same across a re-read is current.
-      SlotHeader again;
-      std::memcpy(&again, block.base, sizeof again);
-      if (!sequenced_valid(h, again)) return ReadResult::kRetry;
-      *len = h.length;
-      return ReadResult::kTruncated;
-    }
-    tmp.resize(h.length);
-    dst = tmp.data();
-  }
-  if (h.length > 0) std::memcpy(dst, value, h.length);
-  bool ok;
-  if (sequenced(h.length)) {
-    std::atomic_thread_fence(std::memory_order_acquire);
+  const bool mine = h.key == key && flags_ns(h.flags) == id.ns;
+  if (mine && slot_empty(h)) return ReadResult::kNotFound;
+  if (mine && slot_lost(h)) return ReadResult::kLost;
+  if (!mine || h.version == kNoVersion || h.length > block.capacity) return ReadResult::kRetry;
+  const auto reread = [&] {
     SlotHeader again;
+    std::atomic_thread_fence(std::memory_order_acquire);
     std::memcpy(&again, block.base, sizeof again);
-    ok = sequenced_valid(h, again);
-  } else {
-    ok = slot_valid(h, dst);
+    return again;
+  };
+  if (!in_place(h.length)) {
+    if (h.length <= capacity) std::memcpy(buf, block.base + value_offset(h, block.capacity), h.length);
+    if (!buffered_valid(h, reread())) return ReadResult::kRetry;
+    *len = h.length;
+    return h.length > capacity ? ReadResult::kTruncated : ReadResult::kOk;
   }
-  if (!ok) return ReadResult::kRetry;
+  // In place: the checksum needs the whole value, even when only its length is wanted.
+  std::byte tmp[kInPlaceLimit];
+  std::byte *dst = h.length > capacity ? tmp : static_cast<std::byte *>(buf);
+  if (h.length > 0) std::memcpy(dst, block.base + kHeaderBytes, h.length);
+  if (!slot_valid(h, dst)) return ReadResult::kRetry;
   *len = h.length;
   return h.length > capacity ? ReadResult::kTruncated : ReadResult::kOk;
 }
 
-Store::ReadResult Store::read_remote(std::uint64_t key, const HolderCache &hc, void *buf, std::size_t capacity,
+Store::ReadResult Store::read_remote(const SlotId &id, const HolderCache &hc, void *buf, std::size_t capacity,
                                      std::size_t *len) {
+  const std::uint64_t key = id.key;
   const MPI_Aint header_at = static_cast<MPI_Aint>(hc.address);
-  const MPI_Aint value_at = static_cast<MPI_Aint>(hc.address + kHeaderBytes);
-  // A checksummed value is fetched with its header in one round trip (guessing its length from
-  // the last read); a sequenced one must be read after its header, so nothing is guessed.
+  // An in-place value is fetched with its header in one round trip (guessing its length from
+  // the last read); a double-buffered one must be read after its header, which says where.
   std::size_t fetch = 0;
-  if (!sequenced(hc.length_hint)) {
+  if (in_place(hc.length_hint)) {
     fetch = std::min<std::size_t>({capacity, static_cast<std::size_t>(hc.capacity),
-                                   std::max<std::size_t>(hc.length_hint, kFirstReadBytes), kChecksumLimit});
+                                   std::max<std::size_t>(hc.length_hint, kFirstReadBytes), kInPlaceLimit});
   }
   SlotHeader h;
-  RequestSet rs;
+  RequestSet rs(this);
+  ping({hc});
   rs.get(*window_, hc.holder, header_at, &h, sizeof h);
-  if (fetch > 0) rs.get(*window_, hc.holder, value_at, buf, fetch);
-  wait(rs);
+  if (fetch > 0) rs.get(*window_, hc.holder, header_at + static_cast<MPI_Aint>(kHeaderBytes), buf, fetch);
+  rs.wait_all();
   if (h.state != kSlotLive || h.capacity != hc.capacity) return ReadResult::kStale;
   // Another key's slot: ours moved away and the slot was reused. Look the key up again.
-  if (h.key != key) return ReadResult::kStale;
+  if (h.key != key || flags_ns(h.flags) != id.ns) return ReadResult::kStale;
   if (slot_empty(h)) return ReadResult::kNotFound;
-  if (h.version == kNoVersion || h.length > h.capacity || h.flags != 0) return ReadResult::kRetry;
+  if (slot_lost(h)) return ReadResult::kLost;
+  if (h.version == kNoVersion || h.length > h.capacity) return ReadResult::kRetry;
 
-  if (sequenced(h.length)) {
+  if (!in_place(h.length)) {
     SlotHeader again;
     if (h.length <= capacity) {
-      rs.get(*window_, hc.holder, value_at, buf, h.length);
-      wait(rs);
+      rs.get(*window_, hc.holder, header_at + static_cast<MPI_Aint>(value_offset(h, hc.capacity)), buf, h.length);
+      rs.wait_all();
     }
     rs.get(*window_, hc.holder, header_at, &again, sizeof again);
-    wait(rs);
-    if (!sequenced_valid(h, again)) return ReadResult::kRetry;
+    rs.wait_all();
+    if (!buffered_valid(h, again)) return ReadResult::kRetry;
     *len = h.length;
     return h.length > capacity ? ReadResult::kTruncated : ReadResult::kOk;
   }
 
-  std::vector<std::byte> tmp;
+  std::byte tmp[kInPlaceLimit];
   std::byte *dst = static_cast<std::byte *>(buf);
   std::size_t have = fetch;
   if (h.length > capacity) {
-    tmp.resize(h.length); // checksummed values are small; the checksum needs all of it
-    dst = tmp.data();
+    dst = tmp; // the checksum needs all of it
     have = 0;
   }
   if (h.length > have) {
-    rs.get(*window_, hc.holder, value_at + static_cast<MPI_Aint>(have), dst + have, h.length - have);
-    wait(rs);
+    rs.get(*window_, hc.holder, header_at + static_cast<MPI_Aint>(kHeaderBytes + have), dst + have, h.length - have);
+    rs.wait_all();
   }
   if (!slot_valid(h, dst)) return ReadResult::kRetry;
   *len = h.length;
@@ -600,13 +716,15 @@ Store::ReadResult Store::read_remote(std::uint64_t key, const HolderCache &hc, v
 }
 
 store_status_t Store::get(std::uint64_t key, void *buf, std::size_t capacity, std::size_t *len) {
+  require_healthy();
+  const SlotId id{key, Ns::kValue};
   // Cheapest copy: our own, else one on our node, else the first in placement order. A reader
   // keeps to its copy while a put lands there: switching to another copy could return an older
   // value than the one it just read, because a put reaches its copies at different times.
   int chosen = -1, best = 3;
   {
     std::lock_guard lk(cache_mutex_);
-    for (const HolderCache &hc : key_state_locked(key).holders) {
+    for (const HolderCache &hc : key_state_locked(id).holders) {
       const int cost = hc.holder == rank_ ? 0 : placement_->node_of(hc.holder) == placement_->node_of(rank_) ? 1 : 2;
       if (cost < best) {
         best = cost;
@@ -618,31 +736,30 @@ store_status_t Store::get(std::uint64_t key, void *buf, std::size_t capacity, st
   for (;;) {
     ReadResult r;
     if (chosen == rank_) {
-      r = read_local(key, buf, capacity, len);
+      r = read_local(id, buf, capacity, len);
     } else {
       HolderCache hc;
       {
         std::lock_guard lk(cache_mutex_);
-        for (const HolderCache &c : key_state_locked(key).holders) {
+        for (const HolderCache &c : key_state_locked(id).holders) {
           if (c.holder == chosen) hc = c;
         }
       }
       if (!hc.can_read) {
         CtrlMsg m;
         m.type = MsgType::kLookup;
-        m.key = key;
         // The reply is used for this read even if an invalidation overtook it (then it is not
         // cached): a moved slot is marked retired, which the read below detects.
-        const CtrlMsg reply = request(key, {chosen}, m).front();
+        const CtrlMsg reply = request(id, {chosen}, m).front();
         if (reply.status == ReplyStatus::kNotFound) return STORE_ERR_NOT_FOUND;
         if (reply.status != ReplyStatus::kOk) throw StoreError(STORE_ERR_INTERNAL, "lookup failed");
         hc.address = reply.address;
         hc.capacity = reply.capacity;
         hc.length_hint = reply.length;
       }
-      r = read_remote(key, hc, buf, capacity, len);
+      r = read_remote(id, hc, buf, capacity, len);
       std::lock_guard lk(cache_mutex_);
-      for (HolderCache &c : key_state_locked(key).holders) {
+      for (HolderCache &c : key_state_locked(id).holders) {
         if (c.holder != chosen || c.address != hc.address) continue;
         if (r == ReadResult::kStale) c.can_read = c.can_write = false;
         if (r == ReadResult::kOk) c.length_hint = *len;
@@ -654,6 +771,8 @@ store_status_t Store::get(std::uint64_t key, void *buf, std::size_t capacity, st
       return STORE_OK;
     case ReadResult::kNotFound:
       return STORE_ERR_NOT_FOUND;
+    case ReadResult::kLost:
+      return STORE_ERR_DATA_LOST;
     case ReadResult::kTruncated:
       return STORE_ERR_TRUNCATED;
     case ReadResult::kRetry:
@@ -676,6 +795,7 @@ void Store::info(store_info_t &out) const {
   out.local_copies = 0;
   out.local_bytes = 0;
   for (const auto &kv : table_) {
+    if (kv.first.ns != Ns::kValue) continue;
     SlotHeader h;
     std::memcpy(&h, kv.second.block.base, sizeof h);
     if (h.version == kNoVersion) continue;
@@ -691,15 +811,16 @@ void Store::info(store_info_t &out) const {
 
 bool Store::read_local_copy(std::uint64_t key, SlotHeader &header, std::vector<std::byte> &value) const {
   std::lock_guard lk(table_mutex_);
-  auto it = table_.find(key);
+  auto it = table_.find(SlotId{key, Ns::kValue});
   if (it == table_.end()) return false;
   std::memcpy(&header, it->second.block.base, sizeof header);
   if (header.version == kNoVersion || header.length > it->second.block.capacity) return false;
-  value.assign(it->second.block.base + kHeaderBytes, it->second.block.base + kHeaderBytes + header.length);
-  if (!sequenced(header.length)) return slot_valid(header, value.data());
+  const std::byte *v = it->second.block.base + value_offset(header, it->second.block.capacity);
+  value.assign(v, v + header.length);
+  if (in_place(header.length)) return slot_valid(header, value.data());
   SlotHeader again;
   std::memcpy(&again, it->second.block.base, sizeof again);
-  return sequenced_valid(header, again);
+  return buffered_valid(header, again);
 }
 
 } // namespace rmastore::internal

@@ -46,7 +46,7 @@ protected:
 } // namespace
 
 TEST_P(PutGet, AllSizesFromEveryRank) {
-  constexpr std::size_t kLimit = rmastore::internal::kChecksumLimit; // where the protocols meet
+  constexpr std::size_t kLimit = rmastore::internal::kInPlaceLimit; // where the protocols meet
   const std::vector<std::size_t> sizes = {0, 1, 8, kSlot - 1, kSlot, kSlot + 1, kLimit, kLimit + 1, 1 << 20, 64 << 20};
   const int me = world_rank(), p = world_size();
   for (std::size_t i = 0; i < sizes.size(); ++i) {

@@ -15,8 +15,11 @@ TEST(SlotLayout, HeaderIsOneCacheLineWithWriterPartAtTheEnd) {
   EXPECT_EQ(offsetof(SlotHeader, capacity), 0u);
   EXPECT_EQ(kWriterOffset, 16u);
   EXPECT_EQ(kWriterOffset + kWriterBytes, kHeaderBytes);
-  // The checksum must not cover itself.
-  EXPECT_EQ(kWriterOffset + kChecksumCoveredBytes, offsetof(SlotHeader, checksum));
+  // Namespace and transaction share the flags word with the flag bits.
+  const std::uint64_t f = make_flags(kFlagHalfB, Ns::kPending, 12345);
+  EXPECT_EQ(flag_bits(f), kFlagHalfB);
+  EXPECT_EQ(flags_ns(f), Ns::kPending);
+  EXPECT_EQ(flags_tx(f), 12345u);
 }
 
 TEST(SlotLayout, CapacityClassesArePowersOfTwoAboveTheMinimum) {
@@ -42,7 +45,7 @@ SlotHeader header_for(const std::vector<unsigned char> &v, std::uint64_t version
 } // namespace
 
 TEST(SlotChecksum, AcceptsTheValueItWasComputedFor) {
-  for (std::size_t len : {0u, 1u, 7u, 8u, 31u, 32u, 33u, 1000u, 65536u}) {
+  for (std::size_t len : {0u, 1u, 7u, 8u, 31u, 32u, 33u, 1000u, 16384u}) {
     std::vector<unsigned char> v(len, 0xab);
     const SlotHeader h = header_for(v, 3);
     EXPECT_TRUE(slot_valid(h, v.data())) << len;
@@ -85,42 +88,79 @@ TEST(SlotChecksum, DetectsTornMixesOfTwoValues) {
   }
 }
 
-TEST(SlotSequence, AcceptsOnlyTwoIdenticalFinishedHeaders) {
+TEST(SlotBuffered, AcceptsOnlyTwoIdenticalValidHeaders) {
   SlotHeader h{};
   h.capacity = 1 << 20;
   h.key = 1;
   h.version = 4;
-  h.length = kChecksumLimit + 1;
+  h.length = kInPlaceLimit + 1;
+  h.flags = make_flags(kFlagHalfB, Ns::kValue);
   h.checksum = header_checksum(h);
-  EXPECT_TRUE(sequenced(h.length));
-  EXPECT_FALSE(sequenced(kChecksumLimit));
-  EXPECT_TRUE(sequenced_valid(h, h));
+  EXPECT_FALSE(in_place(h.length));
+  EXPECT_TRUE(in_place(kInPlaceLimit));
+  EXPECT_TRUE(buffered_valid(h, h));
   for (std::size_t byte = kWriterOffset; byte < kHeaderBytes; ++byte) {
     SlotHeader torn = h;
     reinterpret_cast<unsigned char *>(&torn)[byte] ^= 0x40;
-    EXPECT_FALSE(sequenced_valid(torn, torn)) << "a torn header byte " << byte << " passed";
+    EXPECT_FALSE(buffered_valid(torn, torn)) << "a torn header byte " << byte << " passed";
   }
   SlotHeader g = h;
-  g.version = 5; // a put finished in between
-  EXPECT_FALSE(sequenced_valid(h, g));
+  g.version = 5; // a put switched the header in between
+  g.checksum = header_checksum(g);
+  EXPECT_FALSE(buffered_valid(h, g));
   g = h;
-  g.flags = kFlagWriting; // a put started in between
-  EXPECT_FALSE(sequenced_valid(h, g));
-  EXPECT_FALSE(sequenced_valid(g, g)) << "a header marked as being written is never accepted";
+  g.flags = make_flags(0, Ns::kValue); // switched to the other half in between
+  g.checksum = header_checksum(g);
+  EXPECT_FALSE(buffered_valid(h, g));
+  EXPECT_TRUE(buffered_valid(g, g));
   g = h;
   g.state = kSlotRetired;
-  EXPECT_FALSE(sequenced_valid(g, g));
+  EXPECT_FALSE(buffered_valid(g, g));
   g = h;
   g.version = kNoVersion;
-  EXPECT_FALSE(sequenced_valid(g, g));
-  // A checksummed reader never accepts a sequenced copy, whatever its checksum field holds.
+  g.checksum = header_checksum(g);
+  EXPECT_FALSE(buffered_valid(g, g));
+  // An in-place reader never accepts a double-buffered copy, whatever its checksum field holds.
   std::vector<unsigned char> v(h.length, 3);
   h.checksum = slot_checksum(h, v.data());
   EXPECT_FALSE(slot_valid(h, v.data()));
 }
 
+TEST(SlotBuffered, ValueOffsetFollowsTheHeader) {
+  SlotHeader h{};
+  EXPECT_EQ(value_offset(h, 1 << 16), kHeaderBytes);
+  h.flags = make_flags(kFlagHalfB, Ns::kValue);
+  EXPECT_EQ(value_offset(h, 1 << 16), kHeaderBytes + (1u << 16));
+  EXPECT_EQ(slot_bytes(kInPlaceLimit), kHeaderBytes + kInPlaceLimit) << "small slots have one half";
+  EXPECT_EQ(slot_bytes(2 * kInPlaceLimit), kHeaderBytes + 4 * kInPlaceLimit) << "large slots have two";
+}
+
+TEST(SlotBuffered, CopyValueMovesTheCurrentHalfToTheFirst) {
+  int attaches = 0;
+  SlotAllocator a(64, 1 << 20, [&](void *, std::size_t) { ++attaches; });
+  auto from = a.allocate(1 << 16, 5, Ns::kValue);
+  SlotHeader h{};
+  h.capacity = from.capacity;
+  h.key = 5;
+  h.version = 3;
+  h.length = 40000;
+  h.flags = make_flags(kFlagHalfB, Ns::kValue);
+  h.checksum = header_checksum(h);
+  std::memcpy(from.base, &h, sizeof h);
+  std::memset(from.base + value_offset(h, from.capacity), 0x5a, h.length);
+  auto to = a.allocate(1 << 17, 5, Ns::kValue);
+  SlotAllocator::copy_value(from, to);
+  SlotHeader g;
+  std::memcpy(&g, to.base, sizeof g);
+  EXPECT_EQ(g.capacity, to.capacity) << "the holder's fields stay the destination's";
+  EXPECT_EQ(flag_bits(g.flags) & kFlagHalfB, 0u);
+  EXPECT_EQ(value_offset(g, to.capacity), kHeaderBytes);
+  EXPECT_TRUE(buffered_valid(g, g));
+  for (std::size_t i = 0; i < h.length; ++i) ASSERT_EQ(to.base[kHeaderBytes + i], std::byte{0x5a}) << i;
+}
+
 TEST(SlotEmpty, NotFoundIsDecidedOnlyOnAValidEmptyHeader) {
-  const SlotHeader e = empty_header(128, 77);
+  const SlotHeader e = empty_header(128, 77, Ns::kValue);
   EXPECT_TRUE(slot_empty(e));
   EXPECT_EQ(e.key, 77u) << "the key is part of an empty header";
   EXPECT_EQ(e.capacity, 128u);
@@ -144,12 +184,22 @@ TEST(SlotEmpty, NotFoundIsDecidedOnlyOnAValidEmptyHeader) {
   }
 }
 
+TEST(SlotEmpty, LostIsAValidatedStateOfItsOwn) {
+  const SlotHeader l = lost_header(64, 9, Ns::kValue);
+  EXPECT_TRUE(slot_lost(l));
+  EXPECT_FALSE(slot_empty(l));
+  EXPECT_FALSE(slot_lost(empty_header(64, 9, Ns::kValue)));
+  SlotHeader t = l;
+  t.key = 10;
+  EXPECT_FALSE(slot_lost(t));
+}
+
 TEST(SlotAllocator, AttachesRegionsThatGrowGeometrically) {
   std::vector<std::size_t> attached;
   SlotAllocator a(64, 1 << 16, [&](void *, std::size_t n) { attached.push_back(n); });
   std::set<std::byte *> seen;
   for (int i = 0; i < 5000; ++i) {
-    auto b = a.allocate(100, 1);
+    auto b = a.allocate(100, 1, Ns::kValue);
     EXPECT_EQ(b.capacity, 128u);
     EXPECT_TRUE(seen.insert(b.base).second) << "slot handed out twice";
     SlotHeader h;
@@ -166,7 +216,7 @@ TEST(SlotAllocator, AttachesRegionsThatGrowGeometrically) {
 TEST(SlotAllocator, ReusesReleasedSlotsAndPoisonsThem) {
   int attaches = 0;
   SlotAllocator a(8, 1 << 16, [&](void *, std::size_t) { ++attaches; });
-  auto b = a.allocate(1000, 1);
+  auto b = a.allocate(1000, 1, Ns::kValue);
   SlotHeader h{};
   h.capacity = b.capacity;
   h.key = 7;
@@ -175,7 +225,7 @@ TEST(SlotAllocator, ReusesReleasedSlotsAndPoisonsThem) {
   a.release(b);
   std::memcpy(&h, b.base, sizeof h);
   EXPECT_EQ(h.version, kNoVersion) << "a freed slot must not look like a valid copy";
-  auto c = a.allocate(600, 2);
+  auto c = a.allocate(600, 2, Ns::kValue);
   EXPECT_EQ(c.base, b.base);
   std::memcpy(&h, c.base, sizeof h);
   EXPECT_TRUE(slot_empty(h));
@@ -186,7 +236,7 @@ TEST(SlotAllocator, ReusesReleasedSlotsAndPoisonsThem) {
 TEST(SlotAllocator, GivesLargeValuesTheirOwnRegion) {
   std::vector<std::size_t> attached;
   SlotAllocator a(64, 1 << 16, [&](void *, std::size_t n) { attached.push_back(n); });
-  auto big = a.allocate(std::size_t{256} << 20, 3);
+  auto big = a.allocate(std::size_t{256} << 20, 3, Ns::kValue);
   EXPECT_EQ(big.capacity, std::size_t{256} << 20);
   ASSERT_FALSE(attached.empty());
   EXPECT_GE(attached.back(), slot_bytes(big.capacity));
@@ -195,5 +245,5 @@ TEST(SlotAllocator, GivesLargeValuesTheirOwnRegion) {
 
 TEST(SlotAllocator, PropagatesAttachFailure) {
   SlotAllocator a(64, 1 << 16, [](void *, std::size_t) { throw std::bad_alloc(); });
-  EXPECT_THROW(a.allocate(10, 4), std::bad_alloc);
+  EXPECT_THROW(a.allocate(10, 4, Ns::kValue), std::bad_alloc);
 }

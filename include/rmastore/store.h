@@ -18,9 +18,11 @@
  * MPI must be initialised with MPI_THREAD_MULTIPLE, and the job started with
  * `mpirun --with-ft ulfm` (see README.md and docs/).
  *
- * Process failures: this version does not handle them yet. If a process of the store dies,
- * calls that need it may fail with STORE_ERR_MPI or wait; do not rely on the store after a
- * failure.
+ * Process failures (docs/failures.md): no call waits without bound on a process that died.
+ * Once any process of the store is known to have failed, every call except store_recover,
+ * store_get_info and store_finalize returns STORE_ERR_PROC_FAILED, and all survivors must call
+ * store_recover, which rebuilds the store on the survivors and restores every key to its full
+ * number of copies. Keys of which every copy was lost are reported, never silently dropped.
  */
 #ifndef RMASTORE_STORE_H
 #define RMASTORE_STORE_H
@@ -74,8 +76,34 @@ typedef enum store_status {
   /** store_init: another process rejected its arguments (see its own status). */
   STORE_ERR_PEER = -12,
   /** An internal invariant was violated; please report it. */
-  STORE_ERR_INTERNAL = -13
+  STORE_ERR_INTERNAL = -13,
+  /** A process of the store failed, or another process started store_recover. The call may
+   *  have been partly done; every surviving process must now call store_recover. */
+  STORE_ERR_PROC_FAILED = -14,
+  /** store_recover: another process failed during the recovery. Call store_recover again. */
+  STORE_ERR_RECOVER_AGAIN = -15,
+  /** Every copy of this key was lost to failures. A new put stores the key again. */
+  STORE_ERR_DATA_LOST = -16,
+  /** Not allowed in the store's current mode (see store_mode_t). */
+  STORE_ERR_MODE = -17
 } store_status_t;
+
+/** Lowest status value, for iterating over all of them. */
+#define STORE_STATUS_MIN STORE_ERR_MODE
+
+/** How a store learns that a process failed (store_config_t::detector). */
+typedef enum store_detector {
+  /** Default. The helper thread keeps a receive from any process posted on a private
+   *  communicator; ULFM completes it with an error when a process fails. Every call checks
+   *  the resulting failure set locally, with no communication. */
+  STORE_DETECTOR_NOTIFY = 0,
+  /** The paper's workaround, for comparison: like NOTIFY, plus a message ("ping") to every
+   *  target before each RMA operation, which fails at once if the target is known dead. */
+  STORE_DETECTOR_PING = 1,
+  /** No detection: a call aimed at a dead process may wait forever. For measuring the cost of
+   *  detection only. */
+  STORE_DETECTOR_OFF = 2
+} store_detector_t;
 
 /** Largest value the store accepts, in bytes (4 GiB - 1). */
 #define STORE_MAX_VALUE_SIZE ((size_t)0xFFFFFFFFu)
@@ -111,6 +139,8 @@ typedef struct store_config {
    *  Lower values cost CPU: ~3 % of a core at 1000 (docs/benchmarks.md). 0 means "never
    *  sleep" (a full core per process). Default 1000. */
   int helper_max_sleep_us;
+  /** Failure detector, a store_detector_t. Default STORE_DETECTOR_NOTIFY. */
+  int detector;
 } store_config_t;
 
 /** Fills *config with defaults. Local. Returns STORE_ERR_ARG if config is NULL. */
@@ -168,6 +198,56 @@ store_status_t store_get(store_t store, store_key_t key, void *buf, size_t capac
  * Sets *store to NULL. A NULL *store gives STORE_ERR_HANDLE.
  */
 store_status_t store_finalize(store_t *store);
+
+/**
+ * Rebuilds the store on the surviving processes after a failure. Collective over the survivors
+ * of the store's communicator: every one of them must call it.
+ *
+ * Steps: revoke the store's communicators, shrink them, agree on the survivors (repeating while
+ * further processes fail), free the old window without flushing or unlocking it, create a new
+ * window on the survivors and attach each survivor's slot memory again, then re-replicate:
+ * every key whose copies were on failed processes gets new copies from a surviving one, so
+ * that it has `replicas` copies again. Only lost copies move.
+ *
+ * On STORE_OK, *new_comm (if not NULL) receives a new communicator over the survivors, in the
+ * same order as before, for the application to use; the caller frees it. store_last_recovery
+ * describes what happened, including the keys of which every copy was lost.
+ *
+ * STORE_ERR_RECOVER_AGAIN: another process failed meanwhile; call store_recover again (on every
+ * survivor). Any number of further failures is handled this way; what was already restored
+ * stays restored. Nothing is lost as long as each key kept at least one copy.
+ *
+ * Data that a process wrote before it failed, and that is still in flight, never lands in
+ * memory that recovery reused: slots a failed process could write are retired, not reused.
+ */
+store_status_t store_recover(store_t store, MPI_Comm *new_comm);
+
+/** What the last store_recover did. Fill with store_recovery_init before store_last_recovery. */
+typedef struct store_recovery {
+  size_t struct_size;
+  /** Processes after the recovery, and processes found failed by it. */
+  int survivors, failed;
+  /** Keys the store knows, and keys of which some copy was re-created. */
+  uint64_t keys, keys_repaired;
+  /** Bytes of copies that were on failed processes (or damaged), and bytes sent to re-create
+   *  them. */
+  uint64_t bytes_lost, bytes_moved;
+  /** Keys of which every copy was lost: their number, and the keys (owned by the store, valid
+   *  until the next store_recover or store_finalize; the same on every process). */
+  uint64_t lost_count;
+  const store_key_t *lost_keys;
+  /** Seconds spent in: revoke, shrink and agreement; freeing and creating the window;
+   *  re-replication; the whole call. */
+  double shrink_seconds, window_seconds, rereplicate_seconds, total_seconds;
+  /** Number of store_recover calls it took (more than 1 if processes failed during it). */
+  int attempts;
+} store_recovery_t;
+
+/** Fills *report with its struct_size. Local. */
+store_status_t store_recovery_init(store_recovery_t *report);
+
+/** Describes the last successful store_recover on this process. Local. */
+store_status_t store_last_recovery(store_t store, store_recovery_t *report);
 
 /** Runtime information about a store. Fill with store_info_init before store_get_info. */
 typedef struct store_info {

@@ -1,0 +1,74 @@
+#include "fault.hpp"
+
+#if defined(RMASTORE_FAULT_INJECTION)
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace rmastore::internal {
+namespace {
+
+struct Spec {
+  std::string point;
+  int rank = -1;
+  long nth = 1;
+  long hits = 0;
+};
+
+std::mutex g_mutex;
+std::vector<Spec> g_specs;
+std::atomic<int> g_rank{-1};
+bool g_parsed = false;
+
+void parse_locked() {
+  g_parsed = true;
+  const char *env = std::getenv("RMASTORE_FAULT");
+  if (env == nullptr) return;
+  std::string all(env);
+  std::size_t pos = 0;
+  while (pos <= all.size()) {
+    std::size_t end = all.find(',', pos);
+    if (end == std::string::npos) end = all.size();
+    const std::string item = all.substr(pos, end - pos);
+    pos = end + 1;
+    if (item.empty()) continue;
+    Spec s;
+    const std::size_t at = item.find('@');
+    const std::size_t hash = item.find('#');
+    s.point = item.substr(0, std::min(at, hash));
+    if (at != std::string::npos) s.rank = std::atoi(item.c_str() + at + 1);
+    if (hash != std::string::npos) s.nth = std::atol(item.c_str() + hash + 1);
+    g_specs.push_back(s);
+  }
+}
+
+} // namespace
+
+void fault_set_rank(int rank) {
+  g_rank.store(rank);
+}
+
+void fault_point(const char *name) {
+  std::lock_guard lk(g_mutex);
+  if (!g_parsed) parse_locked();
+  for (Spec &s : g_specs) {
+    if (s.point != name || (s.rank >= 0 && s.rank != g_rank.load())) continue;
+    if (++s.hits == s.nth) {
+      std::fprintf(stderr, "rmastore: fault injection: rank %d dies at %s\n", g_rank.load(), name);
+      std::fflush(stderr);
+      raise(SIGKILL);
+    }
+  }
+}
+
+} // namespace rmastore::internal
+
+#endif

@@ -1,0 +1,426 @@
+// store_recover: rebuild the store on the survivors and bring every key back to its full number
+// of copies. See docs/failures.md for the state machine.
+#include "ulfm.hpp"
+
+#include <algorithm>
+#include <climits>
+#include <cstring>
+#include <map>
+
+#include "errors.hpp"
+#include "fault.hpp"
+#include "store.hpp"
+
+namespace rmastore::internal {
+namespace {
+
+double seconds_since(std::int64_t t0) {
+  return static_cast<double>(Helper::now_ns() - t0) * 1e-9;
+}
+
+// A failure or revocation seen by a collective of the recovery: the caller must start over.
+void check_recovery(int rc, const char *call) {
+  if (is_failure_error(rc)) throw StoreError(STORE_ERR_RECOVER_AGAIN, std::string(call) + ": a process failed");
+  check_mpi(rc, call);
+}
+
+// Every survivor learns whether all succeeded. A process that failed meanwhile makes it false.
+bool agree(MPI_Comm comm, bool ok) {
+  int flag = ok ? 1 : 0;
+  const int rc = MPIX_Comm_agree(comm, &flag);
+  return rc == MPI_SUCCESS && flag == 1;
+}
+
+// What a survivor holds, reported to the key's coordinator.
+struct Report {
+  std::uint64_t key;
+  std::uint64_t version;
+  std::uint64_t length;
+  std::uint32_t ns;
+  std::uint32_t from;  // reporting rank
+  std::uint32_t valid; // a complete, untorn copy
+  std::uint32_t pad;
+};
+
+// A coordinator's instruction.
+struct Order {
+  enum Kind : std::uint32_t { kSend = 0, kDrop = 1, kMarkLost = 2 };
+  std::uint64_t key;
+  std::uint32_t ns;
+  std::uint32_t kind;
+  std::int32_t to; // kSend: destination rank
+  std::uint32_t pad;
+};
+
+// Sends per-destination byte buffers to their destinations; returns what each source sent us.
+// Collective. Rounds keep every count below INT_MAX.
+std::vector<std::vector<std::byte>> exchange(MPI_Comm comm, const std::vector<std::vector<std::byte>> &out) {
+  int size = 0;
+  MPI_Comm_size(comm, &size);
+  const auto n = static_cast<std::size_t>(size);
+  constexpr std::size_t kRound = std::size_t{1} << 30;
+  std::vector<std::vector<std::byte>> in(n);
+  std::vector<std::size_t> sent(n, 0);
+  for (;;) {
+    std::vector<int> scount(n), rcount(n), sdispl(n), rdispl(n);
+    long long more = 0, total = 0;
+    for (std::size_t d = 0; d < n; ++d) {
+      const std::size_t left = out[d].size() - sent[d];
+      scount[d] = static_cast<int>(std::min(left, kRound));
+      more += left > kRound ? 1 : 0;
+    }
+    check_recovery(MPI_Alltoall(scount.data(), 1, MPI_INT, rcount.data(), 1, MPI_INT, comm), "MPI_Alltoall");
+    // Send and receive buffers are laid out contiguously; each fits in an int offset because
+    // per-destination counts are capped and there are few processes per round in practice.
+    std::vector<std::byte> sbuf, rbuf;
+    long long soff = 0, roff = 0;
+    for (std::size_t d = 0; d < n; ++d) {
+      sdispl[d] = static_cast<int>(soff);
+      soff += scount[d];
+      rdispl[d] = static_cast<int>(roff);
+      roff += rcount[d];
+    }
+    if (soff > INT_MAX || roff > INT_MAX) throw StoreError(STORE_ERR_NO_MEMORY, "re-replication round too large");
+    sbuf.resize(static_cast<std::size_t>(soff));
+    rbuf.resize(static_cast<std::size_t>(roff));
+    for (std::size_t d = 0; d < n; ++d) {
+      if (scount[d] > 0)
+        std::memcpy(sbuf.data() + sdispl[d], out[d].data() + sent[d], static_cast<std::size_t>(scount[d]));
+      sent[d] += static_cast<std::size_t>(scount[d]);
+    }
+    check_recovery(MPI_Alltoallv(sbuf.data(), scount.data(), sdispl.data(), MPI_BYTE, rbuf.data(), rcount.data(),
+                                 rdispl.data(), MPI_BYTE, comm),
+                   "MPI_Alltoallv");
+    for (std::size_t s = 0; s < n; ++s) {
+      in[s].insert(in[s].end(), rbuf.begin() + rdispl[s], rbuf.begin() + rdispl[s] + rcount[s]);
+    }
+    check_recovery(MPI_Allreduce(&more, &total, 1, MPI_LONG_LONG, MPI_SUM, comm), "MPI_Allreduce");
+    if (total == 0) break;
+  }
+  return in;
+}
+
+template <class T> void append(std::vector<std::byte> &buf, const T &v) {
+  const auto *p = reinterpret_cast<const std::byte *>(&v);
+  buf.insert(buf.end(), p, p + sizeof v);
+}
+
+template <class T> std::vector<T> unpack(const std::vector<std::byte> &buf) {
+  std::vector<T> v(buf.size() / sizeof(T));
+  if (!v.empty()) std::memcpy(v.data(), buf.data(), v.size() * sizeof(T));
+  return v;
+}
+
+} // namespace
+
+store_status_t Store::recover(MPI_Comm *new_comm) {
+  const std::int64_t t0 = Helper::now_ns();
+  ++recover_attempts_;
+  RMASTORE_FAULT_POINT("recover.start");
+  try {
+    double shrink_s = 0, window_s = 0, rerep_s = 0;
+    const int before =
+        static_cast<int>(std::count_if(rank_of_id_.begin(), rank_of_id_.end(), [](int r) { return r >= 0; }));
+    shrink_and_agree(&shrink_s);
+    RMASTORE_FAULT_POINT("recover.after_shrink");
+    rebuild_window(&window_s);
+    RMASTORE_FAULT_POINT("recover.after_window");
+    rereplicate(&rerep_s);
+    RMASTORE_FAULT_POINT("recover.after_rereplicate");
+    if (!agree(comm_, true)) throw StoreError(STORE_ERR_RECOVER_AGAIN, "a process failed at the end of recovery");
+    if (new_comm != nullptr) {
+      check_mpi(MPI_Comm_dup(comm_, new_comm), "MPI_Comm_dup");
+      MPI_Comm_set_errhandler(*new_comm, MPI_ERRORS_RETURN);
+    }
+    ++epoch_;
+    last_recovery_.survivors = size_;
+    last_recovery_.failed = before - size_;
+    last_recovery_.shrink_seconds = shrink_s;
+    last_recovery_.window_seconds = window_s;
+    last_recovery_.rereplicate_seconds = rerep_s;
+    last_recovery_.total_seconds = seconds_since(t0);
+    last_recovery_.attempts = recover_attempts_;
+    recover_attempts_ = 0;
+    return STORE_OK;
+  } catch (const StoreError &e) {
+    if (e.status() == STORE_ERR_PROC_FAILED || e.status() == STORE_ERR_RECOVER_AGAIN) return STORE_ERR_RECOVER_AGAIN;
+    throw;
+  }
+}
+
+// Revokes the store's communicators (waking every survivor that waits on them), shrinks to the
+// survivors and agrees on them, repeating while more processes fail.
+void Store::shrink_and_agree(double *seconds) {
+  const std::int64_t t0 = Helper::now_ns();
+  stop_runtime();
+  abandoned_.clear(); // aimed at failed processes: they never complete, and the window goes
+  if (ctrl_ != MPI_COMM_NULL) MPIX_Comm_revoke(ctrl_);
+  MPIX_Comm_revoke(comm_);
+  RMASTORE_FAULT_POINT("recover.after_revoke");
+  for (;;) {
+    MPI_Comm shrunk = MPI_COMM_NULL;
+    check_mpi(MPIX_Comm_shrink(comm_, &shrunk), "MPIX_Comm_shrink");
+    MPI_Comm_set_errhandler(shrunk, MPI_ERRORS_RETURN);
+    // The shrunk communicator may still hold a process that failed during the shrink; the
+    // agreement finds out, uniformly on every survivor.
+    const bool ok = agree(shrunk, true);
+    MPI_Comm old = comm_;
+    comm_ = shrunk;
+    MPI_Comm_free(&old);
+    if (ok) break;
+    MPIX_Comm_revoke(comm_);
+  }
+  *seconds = seconds_since(t0);
+}
+
+// Frees the old window without flushing or unlocking it (that would wait on the failed), and
+// creates a new one on the survivors with the same memory attached.
+void Store::rebuild_window(double *seconds) {
+  const std::int64_t t0 = Helper::now_ns();
+  if (window_) window_->free_after_failure();
+  window_.reset();
+  if (ctrl_ != MPI_COMM_NULL) MPI_Comm_free(&ctrl_);
+  ctrl_ = MPI_COMM_NULL;
+  check_mpi(MPI_Comm_rank(comm_, &rank_), "MPI_Comm_rank");
+  check_mpi(MPI_Comm_size(comm_, &size_), "MPI_Comm_size");
+  std::vector<int> ids(static_cast<std::size_t>(size_));
+  check_recovery(MPI_Allgather(&id_, 1, MPI_INT, ids.data(), 1, MPI_INT, comm_), "MPI_Allgather");
+  std::vector<int> rank_of(rank_of_id_.size(), -1);
+  for (int r = 0; r < size_; ++r) rank_of[static_cast<std::size_t>(ids[static_cast<std::size_t>(r)])] = r;
+  for (std::size_t i = 0; i < rank_of.size(); ++i) {
+    if (rank_of[i] < 0) placement_->remove(static_cast<int>(i));
+  }
+  ids_ = std::move(ids);
+  rank_of_id_ = std::move(rank_of);
+  build_runtime();
+  *seconds = seconds_since(t0);
+}
+
+// Forgets every grant: numbering changed, and the writers and readers may be gone. Slots a
+// failed process could write into are moved to fresh memory and never reused, so data it sent
+// before failing cannot land in memory given to someone else.
+void Store::reset_grants() {
+  std::lock_guard lk(table_mutex_);
+  for (auto &[id, slot] : table_) {
+    if (slot.retired.base != nullptr) quarantined_.push_back(slot.retired);
+    slot.retired = {};
+    if (slot.writer_id >= 0 && rank_of_id_[static_cast<std::size_t>(slot.writer_id)] < 0) {
+      SlotAllocator::Block fresh = allocator_->allocate(slot.block.capacity, id.key, id.ns);
+      SlotAllocator::copy_value(slot.block, fresh);
+      quarantined_.push_back(slot.block);
+      slot.block = fresh;
+    }
+    slot.writer = -1;
+    slot.writer_id = -1;
+    slot.readers.clear();
+    slot.pending_acks = 0;
+    slot.stashed_reply.reset();
+    slot.queued.clear();
+  }
+  std::lock_guard lc(cache_mutex_);
+  cache_.clear();
+}
+
+void Store::rereplicate(double *seconds) {
+  const std::int64_t t0 = Helper::now_ns();
+  reset_grants();
+  const auto n = static_cast<std::size_t>(size_);
+
+  // 1. Report every local copy to its coordinator: the first holder in the new placement.
+  std::vector<std::vector<std::byte>> reports(n);
+  {
+    std::lock_guard lk(table_mutex_);
+    for (const auto &[id, slot] : table_) {
+      SlotHeader h;
+      std::memcpy(&h, slot.block.base, sizeof h);
+      Report r{};
+      r.key = id.key;
+      r.ns = static_cast<std::uint32_t>(id.ns);
+      r.from = static_cast<std::uint32_t>(rank_);
+      r.version = h.version;
+      r.length = h.length;
+      const std::byte *value = slot.block.base + value_offset(h, slot.block.capacity);
+      r.valid = h.length <= slot.block.capacity && h.key == id.key && flags_ns(h.flags) == id.ns &&
+                (in_place(h.length) ? slot_valid(h, value) : buffered_valid(h, h));
+      append(reports[static_cast<std::size_t>(holders_of(id).front())], r);
+    }
+  }
+  const auto got = exchange(comm_, reports);
+  RMASTORE_FAULT_POINT("recover.rereplicate");
+
+  // 2. Decide, for every slot this process coordinates.
+  std::map<std::pair<std::uint32_t, std::uint64_t>, std::vector<Report>> by_slot;
+  for (const auto &buf : got) {
+    for (const Report &r : unpack<Report>(buf)) by_slot[{r.ns, r.key}].push_back(r);
+  }
+  {
+    // Keys known to exist but reported by nobody lost every copy.
+    std::lock_guard lk(known_mutex_);
+    for (std::uint64_t key : known_keys_) {
+      const SlotId id{key, Ns::kValue};
+      if (holders_of(id).front() == rank_) by_slot.try_emplace({0u, key});
+    }
+  }
+  std::vector<std::vector<std::byte>> orders(n);
+  std::vector<store_key_t> lost;
+  std::uint64_t bytes_lost = 0, keys = 0, repaired = 0;
+  for (auto &[slot_key, rs] : by_slot) {
+    const SlotId id{slot_key.second, static_cast<Ns>(slot_key.first)};
+    const std::vector<int> holders = holders_of(id);
+    std::uint64_t best = kNoVersion;
+    std::uint64_t best_length = 0;
+    for (const Report &r : rs) {
+      if (r.valid && r.version >= best) {
+        best = r.version;
+        best_length = r.length;
+      }
+    }
+    const bool is_value = id.ns == Ns::kValue;
+    keys += is_value ? 1 : 0;
+    if (best == kNoVersion) {
+      // Nothing to restore from: every copy is gone, torn, or was never written.
+      bool any_written = false;
+      for (const Report &r : rs) any_written = any_written || r.version != kNoVersion || !r.valid;
+      bool known = false;
+      {
+        std::lock_guard lk(known_mutex_);
+        known = known_keys_.count(id.key) > 0;
+      }
+      if (is_value && (any_written || (known && rs.empty()))) {
+        lost.push_back(id.key);
+        for (int h : holders) {
+          Order o{id.key, slot_key.first, Order::kMarkLost, h, 0};
+          append(orders[static_cast<std::size_t>(h)], o);
+        }
+      }
+      continue;
+    }
+    std::vector<int> sources;
+    for (const Report &r : rs) {
+      if (r.valid && r.version == best) sources.push_back(static_cast<int>(r.from));
+    }
+    std::size_t next_source = 0;
+    bool moved = false;
+    for (int h : holders) {
+      const bool has = std::any_of(rs.begin(), rs.end(), [&](const Report &r) {
+        return static_cast<int>(r.from) == h && r.valid && r.version == best;
+      });
+      if (has) continue;
+      const int src = sources[next_source++ % sources.size()];
+      Order o{id.key, slot_key.first, Order::kSend, h, 0};
+      append(orders[static_cast<std::size_t>(src)], o);
+      bytes_lost += best_length;
+      moved = true;
+    }
+    repaired += moved && is_value ? 1 : 0;
+    for (const Report &r : rs) {
+      if (std::find(holders.begin(), holders.end(), static_cast<int>(r.from)) == holders.end()) {
+        Order o{id.key, slot_key.first, Order::kDrop, static_cast<std::int32_t>(r.from), 0};
+        append(orders[r.from], o);
+      }
+    }
+  }
+  const auto my_orders = exchange(comm_, orders);
+
+  // 3. Carry out the orders: drop, mark lost, and pack copies for their new holders.
+  std::vector<std::vector<std::byte>> data(n);
+  std::uint64_t bytes_moved = 0;
+  {
+    std::lock_guard lk(table_mutex_);
+    for (const auto &buf : my_orders) {
+      for (const Order &o : unpack<Order>(buf)) {
+        const SlotId id{o.key, static_cast<Ns>(o.ns)};
+        auto it = table_.find(id);
+        if (o.kind == Order::kDrop) {
+          if (it != table_.end()) {
+            allocator_->release(it->second.block);
+            table_.erase(it);
+          }
+        } else if (o.kind == Order::kMarkLost) {
+          if (it == table_.end()) {
+            HeldSlot fresh;
+            fresh.block = allocator_->allocate(config_.initial_slot_size, id.key, id.ns);
+            it = table_.emplace(id, std::move(fresh)).first;
+          }
+          const SlotHeader l = lost_header(it->second.block.capacity, id.key, id.ns);
+          std::memcpy(it->second.block.base, &l, sizeof l);
+        } else if (it != table_.end()) {
+          SlotHeader h;
+          std::memcpy(&h, it->second.block.base, sizeof h);
+          const std::byte *value = it->second.block.base + value_offset(h, it->second.block.capacity);
+          // Sent as if in the first half, which is where the receiver puts it.
+          if ((flag_bits(h.flags) & kFlagHalfB) != 0) {
+            h.flags &= ~kFlagHalfB;
+            h.checksum = header_checksum(h);
+          }
+          auto &out = data[static_cast<std::size_t>(o.to)];
+          append(out, h);
+          out.insert(out.end(), value, value + h.length);
+          bytes_moved += h.length;
+        }
+      }
+    }
+  }
+  const auto incoming = exchange(comm_, data);
+
+  // 4. Install the copies we received.
+  {
+    std::lock_guard lk(table_mutex_);
+    for (const auto &buf : incoming) {
+      std::size_t off = 0;
+      while (off + sizeof(SlotHeader) <= buf.size()) {
+        SlotHeader h;
+        std::memcpy(&h, buf.data() + off, sizeof h);
+        off += sizeof h;
+        const SlotId id{h.key, flags_ns(h.flags)};
+        auto it = table_.find(id);
+        if (it != table_.end() && it->second.block.capacity < h.length) {
+          allocator_->release(it->second.block);
+          table_.erase(it);
+          it = table_.end();
+        }
+        if (it == table_.end()) {
+          HeldSlot fresh;
+          fresh.block = allocator_->allocate(std::max<std::size_t>(h.length, config_.initial_slot_size), id.key, id.ns);
+          it = table_.emplace(id, std::move(fresh)).first;
+        }
+        std::byte *base = it->second.block.base;
+        std::memcpy(base + kHeaderBytes, buf.data() + off, h.length);
+        std::memcpy(base + kWriterOffset, reinterpret_cast<const std::byte *>(&h) + kWriterOffset, kWriterBytes);
+        off += h.length;
+      }
+    }
+  }
+
+  // 5. Everybody learns the totals and the lost keys.
+  std::uint64_t mine[4] = {bytes_moved, bytes_lost, keys, repaired}, sum[4] = {};
+  check_recovery(MPI_Allreduce(mine, sum, 4, MPI_UINT64_T, MPI_SUM, comm_), "MPI_Allreduce");
+  int nlost = static_cast<int>(lost.size());
+  std::vector<int> counts(n), displs(n);
+  check_recovery(MPI_Allgather(&nlost, 1, MPI_INT, counts.data(), 1, MPI_INT, comm_), "MPI_Allgather");
+  int total = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    displs[i] = total;
+    total += counts[i];
+  }
+  std::vector<store_key_t> all_lost(static_cast<std::size_t>(total));
+  check_recovery(MPI_Allgatherv(lost.data(), nlost, MPI_UINT64_T, all_lost.data(), counts.data(), displs.data(),
+                                MPI_UINT64_T, comm_),
+                 "MPI_Allgatherv");
+  std::sort(all_lost.begin(), all_lost.end());
+  lost_keys_ = std::move(all_lost);
+  last_recovery_.bytes_moved = sum[0];
+  last_recovery_.bytes_lost = sum[1];
+  last_recovery_.keys = sum[2];
+  last_recovery_.keys_repaired = sum[3];
+  last_recovery_.lost_count = lost_keys_.size();
+  last_recovery_.lost_keys = lost_keys_.data();
+  *seconds = seconds_since(t0);
+}
+
+void Store::last_recovery(store_recovery_t &out) const {
+  out = last_recovery_;
+  out.lost_keys = lost_keys_.data();
+}
+
+} // namespace rmastore::internal
