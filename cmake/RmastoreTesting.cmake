@@ -1,5 +1,5 @@
 # rmastore_add_mpi_test(<name> SOURCES <files...> NP <counts...> [TIMEOUT <s>] [LABELS <labels...>]
-#                       [ARGS <args...>] [KILLED <n>] [NAME <test name>])
+#                       [ARGS <args...>] [KILLED <n>] [NAME <test name>] [ENV <VAR=value...>])
 #
 # Builds one executable (unless a target <name> exists already: then SOURCES is not needed and
 # that target is used as it is) and registers it once per process count as <name>.np<N>, run by
@@ -11,7 +11,7 @@
 set(RMASTORE_MPIRUN_TEST ${CMAKE_CURRENT_LIST_DIR}/../tests/mpirun_test.sh)
 
 function(rmastore_add_mpi_test name)
-  cmake_parse_arguments(A "" "TIMEOUT;KILLED;NAME" "SOURCES;NP;LABELS;ARGS" ${ARGN})
+  cmake_parse_arguments(A "" "TIMEOUT;KILLED;NAME" "SOURCES;NP;LABELS;ARGS;ENV" ${ARGN})
   if(NOT A_TIMEOUT)
     set(A_TIMEOUT 120)
   endif()
@@ -34,6 +34,6 @@ function(rmastore_add_mpi_test name)
     # The runner enforces the timeout itself (and kills stragglers); CTest's is a backstop.
     math(EXPR backstop "${A_TIMEOUT} + 30")
     set_tests_properties(${test_name}.np${np} PROPERTIES TIMEOUT ${backstop} PROCESSORS ${np}
-                         LABELS "mpi;${A_LABELS}" ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0")
+                         LABELS "mpi;${A_LABELS}" ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0;${A_ENV}")
   endforeach()
 endfunction()

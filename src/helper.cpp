@@ -21,6 +21,8 @@ namespace {
 // Values chosen with store_bench (docs/benchmarks.md).
 constexpr std::int64_t kHotWindowNs = 200'000;
 constexpr std::int64_t kFirstSleepNs = 5'000;
+// After a revocation, how often the helper asks MPI for the failed processes.
+constexpr std::int64_t kFailurePollNs = 1'000'000;
 
 double thread_cpu_seconds(pthread_t t) {
   clockid_t cid;
@@ -165,6 +167,7 @@ void Helper::loop() {
   prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
   std::int64_t sleep_ns = kFirstSleepNs;
   std::int64_t hot_since = now_ns();
+  std::int64_t next_failure_poll = 0;
   try {
     check_mpi(MPI_Irecv(&in_, sizeof in_, MPI_BYTE, MPI_ANY_SOURCE, kTagHelper, comm_, &recv_), "MPI_Irecv");
     while (!stop_requested_.load(std::memory_order_acquire)) {
@@ -174,9 +177,15 @@ void Helper::loop() {
       if (detector_ == STORE_DETECTOR_PING && recv_ != MPI_REQUEST_NULL) active = drain_pings() || active;
       if (recv_ == MPI_REQUEST_NULL) {
         // Revoked: serve no more requests, but keep this process's MPI progressing, because
-        // RMA aimed at it completes only in its progress engine.
+        // RMA aimed at it completes only in its progress engine. The receive that reported
+        // failures is gone, and a revocation can overtake the news of the failure behind it:
+        // ask MPI directly, or a wait for a dead process would never learn.
         int flag = 0;
         MPI_Iprobe(MPI_ANY_SOURCE, 0, self_, &flag, MPI_STATUS_IGNORE);
+        if (detector_ != STORE_DETECTOR_OFF && now_ns() >= next_failure_poll) {
+          absorb_failures(comm_, failures_);
+          next_failure_poll = now_ns() + kFailurePollNs;
+        }
       }
       if (active || bells_.ticket() != ticket) {
         // Rung while polling: someone waits on this process; poll on.

@@ -173,11 +173,16 @@ void Store::shrink_and_agree(double *seconds) {
   *seconds = seconds_since(t0);
 }
 
-// Frees the old window without flushing or unlocking it (that would wait on the failed), and
+// Retires the old window without flushing or unlocking it (that would wait on the failed), and
 // creates a new one on the survivors with the same memory attached.
+//
+// The old window is not freed: with Open MPI 5.0.7, once a dynamic window that spanned a failed
+// process has been freed, creating any later window on a two-process communicator ends the
+// whole job (tests/ompi_window_after_failure.c reproduces it). Unused, such a window costs
+// Open MPI's bookkeeping only; MPI_Finalize frees it.
 void Store::rebuild_window(double *seconds) {
   const std::int64_t t0 = Helper::now_ns();
-  if (window_) window_->free_after_failure();
+  if (window_) window_->abandon();
   window_.reset();
   if (ctrl_ != MPI_COMM_NULL) MPI_Comm_free(&ctrl_);
   ctrl_ = MPI_COMM_NULL;
@@ -240,8 +245,10 @@ void Store::rereplicate(double *seconds) {
       r.version = h.version;
       r.length = h.length;
       const std::byte *value = slot.block.base + value_offset(h, slot.block.capacity);
+      // A never-written slot is a valid copy of nothing (version 0); a lost marker is not valid,
+      // so that a key lost before stays reported lost until it is put again.
       r.valid = h.length <= slot.block.capacity && h.key == id.key && flags_ns(h.flags) == id.ns &&
-                (in_place(h.length) ? slot_valid(h, value) : buffered_valid(h, h));
+                (slot_empty(h) || (in_place(h.length) ? slot_valid(h, value) : buffered_valid(h, h)));
       append(reports[static_cast<std::size_t>(holders_of(id).front())], r);
     }
   }
@@ -262,7 +269,7 @@ void Store::rereplicate(double *seconds) {
     }
   }
   std::vector<std::vector<std::byte>> orders(n);
-  std::vector<store_key_t> lost;
+  std::vector<store_key_t> lost, existing;
   std::uint64_t bytes_lost = 0, keys = 0, repaired = 0;
   for (auto &[slot_key, rs] : by_slot) {
     const SlotId id{slot_key.second, static_cast<Ns>(slot_key.first)};
@@ -295,6 +302,7 @@ void Store::rereplicate(double *seconds) {
       }
       continue;
     }
+    if (is_value) existing.push_back(id.key);
     std::vector<int> sources;
     for (const Report &r : rs) {
       if (r.valid && r.version == best) sources.push_back(static_cast<int>(r.from));
@@ -409,6 +417,23 @@ void Store::rereplicate(double *seconds) {
                  "MPI_Allgatherv");
   std::sort(all_lost.begin(), all_lost.end());
   lost_keys_ = std::move(all_lost);
+  // Every key that has a value now is known everywhere, also one whose first put failed but
+  // left a copy: if all its copies go in a later failure, that recovery reports it.
+  {
+    int nexist = static_cast<int>(existing.size());
+    check_recovery(MPI_Allgather(&nexist, 1, MPI_INT, counts.data(), 1, MPI_INT, comm_), "MPI_Allgather");
+    int all = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      displs[i] = all;
+      all += counts[i];
+    }
+    std::vector<std::uint64_t> keys_now(static_cast<std::size_t>(all));
+    check_recovery(MPI_Allgatherv(existing.data(), nexist, MPI_UINT64_T, keys_now.data(), counts.data(), displs.data(),
+                                  MPI_UINT64_T, comm_),
+                   "MPI_Allgatherv");
+    std::lock_guard lk(known_mutex_);
+    known_keys_.insert(keys_now.begin(), keys_now.end());
+  }
   last_recovery_.bytes_moved = sum[0];
   last_recovery_.bytes_lost = sum[1];
   last_recovery_.keys = sum[2];

@@ -68,12 +68,6 @@ void RequestSet::add(MPI_Request r, int target, Kind kind, std::size_t bytes) {
   largest_ = std::max(largest_, bytes);
 }
 
-void RmaWindow::free_after_failure() {
-  if (win_ == MPI_WIN_NULL) return;
-  MPI_Win_free(&win_);
-  win_ = MPI_WIN_NULL;
-}
-
 void RequestSet::put(RmaWindow &w, int target, MPI_Aint address, const void *buf, std::size_t len) {
   issue(w, true, target, address, const_cast<void *>(buf), len);
 }
@@ -125,20 +119,34 @@ void RequestSet::give_up(std::size_t i) {
   failed_ = true;
 }
 
-// MPI_Testall failed: find the requests that failed (ULFM reports failures and revocation as
-// errors) and drop them; any other error is thrown.
-bool RequestSet::sort_out_errors() {
-  bool progress = false;
+// MPI_Testall failed. ULFM reports failures and revocation as errors; MPI has already freed a
+// request that completed in error, so its status is the only trace: the wait must end in
+// STORE_ERR_PROC_FAILED, or its buffer would be taken for a result. Any other error is thrown.
+void RequestSet::sort_out_errors(int rc, const std::vector<MPI_Status> &statuses) {
+  int cls = MPI_SUCCESS;
+  MPI_Error_class(rc, &cls);
+  if (cls != MPI_ERR_IN_STATUS) {
+    if (!is_failure_error(rc)) check_mpi(rc, "MPI_Testall");
+    failed_ = true;
+  } else {
+    for (std::size_t i = 0; i < reqs_.size(); ++i) {
+      const int e = statuses[i].MPI_ERROR;
+      if (e == MPI_SUCCESS || e == MPI_ERR_PENDING) continue;
+      if (!is_failure_error(e)) check_mpi(e, "MPI_Testall");
+      failed_ = true;
+      if (reqs_[i] != MPI_REQUEST_NULL) give_up(i);
+    }
+  }
+  // Requests still pending whose peers failed: found by testing them one by one.
   for (std::size_t i = 0; i < reqs_.size(); ++i) {
     if (reqs_[i] == MPI_REQUEST_NULL) continue;
     int flag = 0;
-    const int rc = MPI_Test(&reqs_[i], &flag, MPI_STATUS_IGNORE);
-    if (rc == MPI_SUCCESS) continue;
-    if (!is_failure_error(rc)) check_mpi(rc, "MPI_Test");
-    give_up(i);
-    progress = true;
+    const int e = MPI_Test(&reqs_[i], &flag, MPI_STATUS_IGNORE);
+    if (e == MPI_SUCCESS) continue;
+    if (!is_failure_error(e)) check_mpi(e, "MPI_Test");
+    failed_ = true;
+    if (reqs_[i] != MPI_REQUEST_NULL) give_up(i);
   }
-  return progress;
 }
 
 void RequestSet::wait_all() {
@@ -148,11 +156,12 @@ void RequestSet::wait_all() {
   const std::int64_t start = Helper::now_ns();
   std::int64_t next_ring = start + kRingAfterNs + copy_ns;
   std::int64_t next_check = start + kCheckEveryNs;
+  std::vector<MPI_Status> statuses(reqs_.size());
   while (!reqs_.empty()) {
     int done = 0;
-    const int rc = MPI_Testall(static_cast<int>(reqs_.size()), reqs_.data(), &done, MPI_STATUSES_IGNORE);
+    const int rc = MPI_Testall(static_cast<int>(reqs_.size()), reqs_.data(), &done, statuses.data());
     if (rc != MPI_SUCCESS) {
-      sort_out_errors();
+      sort_out_errors(rc, statuses);
       continue;
     }
     if (done) break;

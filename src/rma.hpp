@@ -28,9 +28,8 @@ public:
   void attach(void *base, std::size_t bytes);
   // Ends the epoch and frees the window (collective). Only valid when no request is pending.
   void close();
-  // Frees the window after a failure: no unlock (it waits for operations to failed processes);
-  // errors are expected (the failed cannot take part) and ignored.
-  void free_after_failure();
+  // Forgets the window without freeing it (see Store::rebuild_window); MPI_Finalize frees it.
+  void abandon() { win_ = MPI_WIN_NULL; }
 
   MPI_Win handle() const { return win_; }
 
@@ -80,7 +79,7 @@ public:
 private:
   void issue(RmaWindow &w, bool is_put, int target, MPI_Aint address, void *buf, std::size_t len);
   void give_up(std::size_t i);
-  bool sort_out_errors();
+  void sort_out_errors(int rc, const std::vector<MPI_Status> &statuses);
 
   WaitContext *ctx_;
   std::vector<MPI_Request> reqs_;

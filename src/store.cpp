@@ -483,7 +483,7 @@ void Store::require_healthy() const {
 void Store::register_key(std::uint64_t key) {
   {
     std::lock_guard lk(known_mutex_);
-    if (!known_keys_.insert(key).second) return;
+    if (known_keys_.count(key) > 0) return;
   }
   std::vector<int> others;
   for (int r = 0; r < size_; ++r) {
@@ -492,11 +492,11 @@ void Store::register_key(std::uint64_t key) {
   CtrlMsg m;
   m.type = MsgType::kRegister;
   request(SlotId{key, Ns::kValue}, others, m);
+  std::lock_guard lk(known_mutex_);
+  known_keys_.insert(key);
 }
 
-std::vector<Store::HolderCache> Store::acquire_write(const SlotId &id, std::size_t len, std::uint64_t *version,
-                                                     bool *fresh) {
-  *fresh = false;
+std::vector<Store::HolderCache> Store::acquire_write(const SlotId &id, std::size_t len, std::uint64_t *version) {
   for (int attempt = 0;; ++attempt) {
     std::vector<HolderCache> hcs;
     std::vector<int> need;
@@ -516,13 +516,10 @@ std::vector<Store::HolderCache> Store::acquire_write(const SlotId &id, std::size
     CtrlMsg m;
     m.type = MsgType::kAcquireWrite;
     m.length = len;
-    bool all_new = need.size() == hcs.size() && *version == 0;
     for (const CtrlMsg &r : request(id, need, m)) {
       if (r.status == ReplyStatus::kNoMemory) throw StoreError(STORE_ERR_NO_MEMORY, "a holder is out of memory");
       if (r.status != ReplyStatus::kOk) throw StoreError(STORE_ERR_INTERNAL, "holder refused a write grant");
-      all_new = all_new && r.version == kNoVersion;
     }
-    *fresh = *fresh || all_new;
   }
 }
 
@@ -545,17 +542,17 @@ void Store::put(std::uint64_t key, const void *buf, std::size_t len) {
   RMASTORE_FAULT_POINT("put.start");
   const SlotId id{key, Ns::kValue};
   std::uint64_t version = 0;
-  bool fresh = false;
-  const std::vector<HolderCache> hcs = acquire_write(id, len, &version, &fresh);
-  // The first put of a key tells everybody it exists, so a recovery that finds all its copies
-  // gone can report it lost. The put is not complete, hence not promised, before that.
-  if (fresh) register_key(key);
+  const std::vector<HolderCache> hcs = acquire_write(id, len, &version);
   SlotHeader h{};
   h.key = key;
   h.version = version + 1;
   h.length = len;
   h.flags = make_flags(0, Ns::kValue);
   write_copies(hcs, h, buf);
+  // A key's first value tells everybody the key exists, so that a recovery that finds all its
+  // copies gone reports it lost. Only values whose put returned are promised, so this comes
+  // after the copies are written and before the put returns.
+  register_key(key);
 }
 
 void Store::write_copies(const std::vector<HolderCache> &hcs, SlotHeader h, const void *buf) {

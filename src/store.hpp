@@ -158,10 +158,11 @@ private:
   // installs the replies into the cache. Returns the replies in the order of `holders`.
   std::vector<CtrlMsg> request(const SlotId &id, const std::vector<int> &holders, const CtrlMsg &msg);
   void install_reply(const SlotId &id, int holder, const CtrlMsg &reply, bool write);
-  // Tells every process that `key` exists, so that a later recovery can report it lost.
+  // Tells every process that `key` exists, so that a later recovery can report it lost. Sends
+  // nothing if this process knows the key already.
   void register_key(std::uint64_t key);
   // Makes sure we hold write grants big enough for `len` at every holder of `id`.
-  std::vector<HolderCache> acquire_write(const SlotId &id, std::size_t len, std::uint64_t *version, bool *fresh);
+  std::vector<HolderCache> acquire_write(const SlotId &id, std::size_t len, std::uint64_t *version);
   // Writes `h` (version, length, flags filled in) and the value to every copy in `hcs`.
   void write_copies(const std::vector<HolderCache> &hcs, SlotHeader h, const void *buf);
   void ping(const std::vector<HolderCache> &hcs);
