@@ -124,7 +124,9 @@ const char *store_strerror(store_status_t status) {
   case STORE_ERR_DATA_LOST:
     return "every copy of this key was lost to failures";
   case STORE_ERR_MODE:
-    return "not allowed in the store's current mode";
+    return "not allowed in the store's current mode (transaction mode: puts only in transactions)";
+  case STORE_ERR_TX_STATE:
+    return "no transaction is open, or one is open already";
   }
   return "unknown status";
 }
@@ -211,6 +213,43 @@ store_status_t store_finalize(store_t *store) {
 
 store_status_t store_recover(store_t store, MPI_Comm *new_comm) {
   return with_store(store, [&](Store &s) { return s.recover(new_comm); });
+}
+
+store_status_t store_get_mode(store_t store, store_mode_t *mode) {
+  if (store == nullptr) return STORE_ERR_HANDLE;
+  if (mode == nullptr) return STORE_ERR_ARG;
+  return with_store(store, [&](Store &s) {
+    *mode = s.mode();
+    return STORE_OK;
+  });
+}
+
+store_status_t store_back_to_normal(store_t store) {
+  return with_store(store, [&](Store &s) {
+    s.back_to_normal();
+    return STORE_OK;
+  });
+}
+
+store_status_t store_tx_begin(store_t store) {
+  return with_store(store, [&](Store &s) {
+    s.tx_begin();
+    return STORE_OK;
+  });
+}
+
+store_status_t store_tx_commit(store_t store) {
+  return with_store(store, [&](Store &s) {
+    s.tx_commit();
+    return STORE_OK;
+  });
+}
+
+store_status_t store_tx_abort(store_t store) {
+  return with_store(store, [&](Store &s) {
+    s.tx_abort();
+    return STORE_OK;
+  });
 }
 
 store_status_t store_recovery_init(store_recovery_t *report) {

@@ -36,20 +36,27 @@ struct Report {
   std::uint64_t key;
   std::uint64_t version;
   std::uint64_t length;
+  std::uint64_t tx; // pending values: the transaction's sequence number
   std::uint32_t ns;
-  std::uint32_t from;  // reporting rank
-  std::uint32_t valid; // a complete, untorn copy
-  std::uint32_t pad;
+  std::uint32_t from;   // reporting rank
+  std::uint32_t valid;  // a complete, untorn copy
+  std::uint32_t writer; // stable id of the writer (pending values: the committer)
 };
 
 // A coordinator's instruction.
 struct Order {
   enum Kind : std::uint32_t { kSend = 0, kDrop = 1, kMarkLost = 2 };
   std::uint64_t key;
-  std::uint32_t ns;
+  std::uint32_t ns; // the slot the order is about
   std::uint32_t kind;
-  std::int32_t to; // kSend: destination rank
-  std::uint32_t pad;
+  std::int32_t to;       // kSend: destination rank
+  std::uint32_t from_ns; // kSend: the slot the value comes from (kPending: roll forward)
+};
+
+// A committed transaction: the newest decision record of a committer.
+struct Commit {
+  std::uint64_t committer;
+  std::uint64_t seq;
 };
 
 // Sends per-destination byte buffers to their destinations; returns what each source sent us.
@@ -133,6 +140,9 @@ store_status_t Store::recover(MPI_Comm *new_comm) {
       MPI_Comm_set_errhandler(*new_comm, MPI_ERRORS_RETURN);
     }
     ++epoch_;
+    mode_ = STORE_MODE_TRANSACTION;
+    tx_open_ = false;
+    tx_values_.clear();
     last_recovery_.survivors = size_;
     last_recovery_.failed = before - size_;
     last_recovery_.shrink_seconds = shrink_s;
@@ -244,6 +254,8 @@ void Store::rereplicate(double *seconds) {
       r.from = static_cast<std::uint32_t>(rank_);
       r.version = h.version;
       r.length = h.length;
+      r.tx = flags_tx(h.flags);
+      r.writer = h.writer;
       const std::byte *value = slot.block.base + value_offset(h, slot.block.capacity);
       // A never-written slot is a valid copy of nothing (version 0); a lost marker is not valid,
       // so that a key lost before stays reported lost until it is put again.
@@ -260,19 +272,60 @@ void Store::rereplicate(double *seconds) {
   for (const auto &buf : got) {
     for (const Report &r : unpack<Report>(buf)) by_slot[{r.ns, r.key}].push_back(r);
   }
+  const auto ns_of = [](Ns ns) { return static_cast<std::uint32_t>(ns); };
   {
     // Keys known to exist but reported by nobody lost every copy.
     std::lock_guard lk(known_mutex_);
     for (std::uint64_t key : known_keys_) {
       const SlotId id{key, Ns::kValue};
-      if (holders_of(id).front() == rank_) by_slot.try_emplace({0u, key});
+      if (holders_of(id).front() == rank_) by_slot.try_emplace({ns_of(Ns::kValue), key});
     }
   }
+  // A key with only pending copies (its first value came in a transaction) is decided too.
+  for (const auto &[slot_key, rs] : by_slot) {
+    if (slot_key.first == ns_of(Ns::kPending)) by_slot.try_emplace({ns_of(Ns::kValue), slot_key.second});
+  }
+  // Committed transactions: every survivor learns the newest decision record of each committer.
+  std::map<std::uint64_t, std::uint64_t> committed;
+  {
+    std::vector<Commit> mine_commits;
+    for (const auto &[slot_key, rs] : by_slot) {
+      if (slot_key.first != ns_of(Ns::kTxRecord)) continue;
+      std::uint64_t best = kNoVersion;
+      for (const Report &r : rs) {
+        if (r.valid && r.version > best) best = r.version;
+      }
+      if (best != kNoVersion) mine_commits.push_back(Commit{slot_key.second, best});
+    }
+    std::vector<int> counts(n), displs(n);
+    const int mine_bytes = static_cast<int>(mine_commits.size() * sizeof(Commit));
+    check_recovery(MPI_Allgather(&mine_bytes, 1, MPI_INT, counts.data(), 1, MPI_INT, comm_), "MPI_Allgather");
+    int total = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      displs[i] = total;
+      total += counts[i];
+    }
+    std::vector<Commit> all(static_cast<std::size_t>(total) / sizeof(Commit));
+    check_recovery(MPI_Allgatherv(mine_commits.data(), mine_bytes, MPI_BYTE, all.data(), counts.data(), displs.data(),
+                                  MPI_BYTE, comm_),
+                   "MPI_Allgatherv");
+    for (const Commit &c : all) committed[c.committer] = c.seq;
+  }
+  const auto is_committed = [&](const Report &r) {
+    auto it = committed.find(r.writer);
+    return it != committed.end() && it->second == r.tx;
+  };
+
   std::vector<std::vector<std::byte>> orders(n);
   std::vector<store_key_t> lost, existing;
-  std::uint64_t bytes_lost = 0, keys = 0, repaired = 0;
+  std::uint64_t bytes_lost = 0, keys = 0, repaired = 0, forward = 0, back = 0;
+  const auto order = [&](int dest, const SlotId &id, Order::Kind kind, int to, Ns from) {
+    Order o{id.key, ns_of(id.ns), static_cast<std::uint32_t>(kind), to, ns_of(from)};
+    append(orders[static_cast<std::size_t>(dest)], o);
+  };
   for (auto &[slot_key, rs] : by_slot) {
     const SlotId id{slot_key.second, static_cast<Ns>(slot_key.first)};
+    if (id.ns == Ns::kPending) continue; // decided with its value, below
     const std::vector<int> holders = holders_of(id);
     std::uint64_t best = kNoVersion;
     std::uint64_t best_length = 0;
@@ -280,6 +333,32 @@ void Store::rereplicate(double *seconds) {
       if (r.valid && r.version >= best) {
         best = r.version;
         best_length = r.length;
+      }
+    }
+    // A committed transaction's pending value newer than the value rolls forward; every
+    // pending copy is then dropped, rolled forward or not.
+    Ns source_ns = id.ns;
+    const Report *winner = nullptr;
+    if (id.ns == Ns::kValue) {
+      auto pit = by_slot.find({ns_of(Ns::kPending), id.key});
+      if (pit != by_slot.end()) {
+        bool any_back = false;
+        for (const Report &r : pit->second) {
+          if (r.valid && r.version != kNoVersion && is_committed(r)) {
+            if (r.version > best && (winner == nullptr || r.version > winner->version)) winner = &r;
+          } else if (r.valid && r.version != kNoVersion) {
+            any_back = true;
+          }
+          order(static_cast<int>(r.from), SlotId{id.key, Ns::kPending}, Order::kDrop, 0, Ns::kPending);
+        }
+        if (winner != nullptr) {
+          best = winner->version;
+          best_length = winner->length;
+          source_ns = Ns::kPending;
+          ++forward;
+        } else if (any_back) {
+          ++back;
+        }
       }
     }
     const bool is_value = id.ns == Ns::kValue;
@@ -295,42 +374,41 @@ void Store::rereplicate(double *seconds) {
       }
       if (is_value && (any_written || (known && rs.empty()))) {
         lost.push_back(id.key);
-        for (int h : holders) {
-          Order o{id.key, slot_key.first, Order::kMarkLost, h, 0};
-          append(orders[static_cast<std::size_t>(h)], o);
-        }
+        for (int h : holders) order(h, id, Order::kMarkLost, h, id.ns);
       }
       continue;
     }
     if (is_value) existing.push_back(id.key);
     std::vector<int> sources;
-    for (const Report &r : rs) {
-      if (r.valid && r.version == best) sources.push_back(static_cast<int>(r.from));
+    const std::vector<Report> &pool = winner != nullptr ? by_slot[{ns_of(Ns::kPending), id.key}] : rs;
+    for (const Report &r : pool) {
+      if (r.valid && r.version == best && (winner == nullptr || (r.writer == winner->writer && r.tx == winner->tx))) {
+        sources.push_back(static_cast<int>(r.from));
+      }
     }
     std::size_t next_source = 0;
     bool moved = false;
     for (int h : holders) {
-      const bool has = std::any_of(rs.begin(), rs.end(), [&](const Report &r) {
-        return static_cast<int>(r.from) == h && r.valid && r.version == best;
-      });
+      const bool has = winner == nullptr && std::any_of(rs.begin(), rs.end(), [&](const Report &r) {
+                         return static_cast<int>(r.from) == h && r.valid && r.version == best;
+                       });
       if (has) continue;
-      const int src = sources[next_source++ % sources.size()];
-      Order o{id.key, slot_key.first, Order::kSend, h, 0};
-      append(orders[static_cast<std::size_t>(src)], o);
+      order(sources[next_source++ % sources.size()], id, Order::kSend, h, source_ns);
       bytes_lost += best_length;
       moved = true;
     }
     repaired += moved && is_value ? 1 : 0;
     for (const Report &r : rs) {
       if (std::find(holders.begin(), holders.end(), static_cast<int>(r.from)) == holders.end()) {
-        Order o{id.key, slot_key.first, Order::kDrop, static_cast<std::int32_t>(r.from), 0};
-        append(orders[r.from], o);
+        order(static_cast<int>(r.from), id, Order::kDrop, 0, id.ns);
       }
     }
   }
   const auto my_orders = exchange(comm_, orders);
 
-  // 3. Carry out the orders: drop, mark lost, and pack copies for their new holders.
+  // 3. Carry out the orders: pack copies for their new holders and mark lost keys first, then
+  // drop, since a copy may be sent from a slot that is dropped afterwards (a pending value
+  // that rolls forward).
   std::vector<std::vector<std::byte>> data(n);
   std::uint64_t bytes_moved = 0;
   {
@@ -340,10 +418,7 @@ void Store::rereplicate(double *seconds) {
         const SlotId id{o.key, static_cast<Ns>(o.ns)};
         auto it = table_.find(id);
         if (o.kind == Order::kDrop) {
-          if (it != table_.end()) {
-            allocator_->release(it->second.block);
-            table_.erase(it);
-          }
+          continue;
         } else if (o.kind == Order::kMarkLost) {
           if (it == table_.end()) {
             HeldSlot fresh;
@@ -352,20 +427,32 @@ void Store::rereplicate(double *seconds) {
           }
           const SlotHeader l = lost_header(it->second.block.capacity, id.key, id.ns);
           std::memcpy(it->second.block.base, &l, sizeof l);
-        } else if (it != table_.end()) {
+        } else {
+          // kSend: from our copy in slot (key, from_ns), possibly a pending value that rolls
+          // forward, to the destination's slot (key, ns).
+          auto src = table_.find(SlotId{o.key, static_cast<Ns>(o.from_ns)});
+          if (src == table_.end()) continue;
           SlotHeader h;
-          std::memcpy(&h, it->second.block.base, sizeof h);
-          const std::byte *value = it->second.block.base + value_offset(h, it->second.block.capacity);
-          // Sent as if in the first half, which is where the receiver puts it.
-          if ((flag_bits(h.flags) & kFlagHalfB) != 0) {
-            h.flags &= ~kFlagHalfB;
-            h.checksum = header_checksum(h);
-          }
+          std::memcpy(&h, src->second.block.base, sizeof h);
+          const std::byte *value = src->second.block.base + value_offset(h, src->second.block.capacity);
+          // Sent as if in the first half of a slot of the destination namespace, which is where
+          // the receiver puts it.
+          h.flags = make_flags(flag_bits(h.flags) & ~kFlagHalfB, id.ns, id.ns == Ns::kPending ? flags_tx(h.flags) : 0);
+          h.checksum = in_place(h.length) ? slot_checksum(h, value) : header_checksum(h);
           auto &out = data[static_cast<std::size_t>(o.to)];
           append(out, h);
           out.insert(out.end(), value, value + h.length);
           bytes_moved += h.length;
         }
+      }
+    }
+    for (const auto &buf : my_orders) {
+      for (const Order &o : unpack<Order>(buf)) {
+        if (o.kind != Order::kDrop) continue;
+        auto it = table_.find(SlotId{o.key, static_cast<Ns>(o.ns)});
+        if (it == table_.end()) continue;
+        allocator_->release(it->second.block);
+        table_.erase(it);
       }
     }
   }
@@ -439,6 +526,10 @@ void Store::rereplicate(double *seconds) {
   last_recovery_.keys = sum[2];
   last_recovery_.keys_repaired = sum[3];
   last_recovery_.lost_count = lost_keys_.size();
+  std::uint64_t tx_mine[2] = {forward, back}, tx_sum[2] = {};
+  check_recovery(MPI_Allreduce(tx_mine, tx_sum, 2, MPI_UINT64_T, MPI_SUM, comm_), "MPI_Allreduce");
+  last_recovery_.tx_rolled_forward = tx_sum[0];
+  last_recovery_.tx_rolled_back = tx_sum[1];
   last_recovery_.lost_keys = lost_keys_.data();
   *seconds = seconds_since(t0);
 }

@@ -539,6 +539,14 @@ void Store::ping(const std::vector<HolderCache> &hcs) {
 
 void Store::put(std::uint64_t key, const void *buf, std::size_t len) {
   require_healthy();
+  if (tx_open_) {
+    const auto *b = static_cast<const std::byte *>(buf);
+    tx_values_[key].assign(b, b + len);
+    return;
+  }
+  if (mode_ == STORE_MODE_TRANSACTION) {
+    throw StoreError(STORE_ERR_MODE, "after store_recover, puts must be inside a transaction");
+  }
   RMASTORE_FAULT_POINT("put.start");
   const SlotId id{key, Ns::kValue};
   std::uint64_t version = 0;
@@ -714,6 +722,16 @@ Store::ReadResult Store::read_remote(const SlotId &id, const HolderCache &hc, vo
 
 store_status_t Store::get(std::uint64_t key, void *buf, std::size_t capacity, std::size_t *len) {
   require_healthy();
+  if (tx_open_) {
+    // A value put in the open transaction is read back by this process.
+    auto it = tx_values_.find(key);
+    if (it != tx_values_.end()) {
+      *len = it->second.size();
+      if (it->second.size() > capacity) return STORE_ERR_TRUNCATED;
+      if (!it->second.empty()) std::memcpy(buf, it->second.data(), it->second.size());
+      return STORE_OK;
+    }
+  }
   const SlotId id{key, Ns::kValue};
   // Cheapest copy: our own, else one on our node, else the first in placement order. A reader
   // keeps to its copy while a put lands there: switching to another copy could return an older

@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -71,6 +72,12 @@ public:
   store_status_t get(std::uint64_t key, void *buf, std::size_t capacity, std::size_t *len);
   // Collective over the survivors. Returns STORE_OK or STORE_ERR_RECOVER_AGAIN.
   store_status_t recover(MPI_Comm *new_comm);
+  // Transactions and modes (tx.cpp).
+  void tx_begin();
+  void tx_commit();
+  void tx_abort();
+  store_mode_t mode() const { return mode_; }
+  void back_to_normal(); // collective
   // Collective.
   void finalize();
   void info(store_info_t &out) const;
@@ -171,6 +178,17 @@ private:
   ReadResult read_local(const SlotId &id, void *buf, std::size_t capacity, std::size_t *len);
   ReadResult read_remote(const SlotId &id, const HolderCache &hc, void *buf, std::size_t capacity, std::size_t *len);
 
+  // ---- transactions (tx.cpp) ----
+  // The transaction a process committed last is recorded in its decision record: a slot of
+  // namespace kTxRecord named by the process's stable id, whose version is the transaction's
+  // sequence number. A record that exists is a commit.
+  struct TxItem {
+    std::uint64_t key;
+    const std::vector<std::byte> *value;
+    std::uint64_t version; // the value's version once committed
+    std::vector<HolderCache> value_copies, pending_copies;
+  };
+
   // ---- recovery (recovery.cpp) ----
   void shrink_and_agree(double *seconds);
   void rebuild_window(double *seconds);
@@ -213,6 +231,10 @@ private:
   bool finalized_ = false;
   int last_read_holder_ = -1;
   int recover_attempts_ = 0;
+  store_mode_t mode_ = STORE_MODE_NORMAL;
+  bool tx_open_ = false;
+  std::uint64_t tx_seq_ = 0; // transactions committed (or attempted) by this process
+  std::map<std::uint64_t, std::vector<std::byte>> tx_values_;
   store_recovery_t last_recovery_{};
   std::vector<store_key_t> lost_keys_;
 };

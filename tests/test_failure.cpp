@@ -3,6 +3,10 @@
 // its full number of copies; then the store must work on.
 //
 //   test_failure --replicas R --victims a,b [--killers a] [--kill-at N] [--keys K] [--rounds N]
+//                [--tx 1]
+//
+// With --tx 1, each round of a rank writes all its keys in one transaction, and survivors also
+// check atomicity: all keys of a rank must hold the same version.
 //
 // Victims die either at a library fault point (RMASTORE_FAULT, set by the test registration),
 // or, with --kill-at N, by raising SIGKILL themselves before their N-th operation. Every rank
@@ -50,6 +54,7 @@ struct Options {
   int kill_at = -1;         // op count at which killers die; -1: library fault points do it
   int keys = 12;            // per rank
   int rounds = 6;
+  bool tx = false;
 };
 
 Options parse(int argc, char **argv) {
@@ -60,6 +65,7 @@ Options parse(int argc, char **argv) {
     if (a == "--kill-at") o.kill_at = std::atoi(v.c_str());
     if (a == "--keys") o.keys = std::atoi(v.c_str());
     if (a == "--rounds") o.rounds = std::atoi(v.c_str());
+    if (a == "--tx") o.tx = std::atoi(v.c_str()) != 0;
     if (a == "--victims" || a == "--killers") {
       std::vector<int> &list = a == "--victims" ? o.victims : o.killers;
       for (std::size_t p = 0; p < v.size();) {
@@ -172,7 +178,30 @@ int main(int argc, char **argv) {
   if (MPI_Barrier(MPI_COMM_WORLD) != MPI_SUCCESS && !failed) saw_failure();
 
   // Phase 2: overwrite own keys and read other ranks' keys until a failure is reported.
-  for (int round = 2; round < 2 + opt.rounds && !failed; ++round) {
+  for (int round = 2; round < 2 + opt.rounds && !failed && opt.tx; ++round) {
+    // All keys of this rank in one transaction: after recovery, all or none are new.
+    if (opt.kill_at >= 0 && ops == opt.kill_at && in(opt.killers, me)) raise(SIGKILL);
+    ++ops;
+    const auto version = static_cast<std::uint64_t>(round);
+    CHECK(store_tx_begin(s) == STORE_OK, "tx_begin");
+    for (int k = 0; k < opt.keys; ++k) {
+      const store_key_t key = key_of(me, k);
+      const auto v = make_value(key, version, length_of(key, version));
+      CHECK(store_put(s, key, v.data(), v.size()) == STORE_OK, "put in a transaction");
+      record(me, k).inflight = version;
+    }
+    const store_status_t st = store_tx_commit(s);
+    if (st == STORE_OK) {
+      for (int k = 0; k < opt.keys; ++k) {
+        record(me, k).committed = version;
+        record(me, k).inflight = 0;
+      }
+    } else {
+      CHECK(st == STORE_ERR_PROC_FAILED, "commit returned %s", store_strerror(st));
+      saw_failure();
+    }
+  }
+  for (int round = 2; round < 2 + opt.rounds && !failed && !opt.tx; ++round) {
     for (int k = 0; k < opt.keys && !failed; ++k) {
       if (opt.kill_at >= 0 && ops == opt.kill_at && in(opt.killers, me)) raise(SIGKILL);
       ++ops;
@@ -241,6 +270,8 @@ int main(int argc, char **argv) {
   auto *impl = rmastore::internal::impl(s);
   std::uint64_t held = 0, total_keys = 0;
   for (int rank = 0; rank < p; ++rank) {
+    std::uint64_t rank_version = 0; // with --tx, all keys of a rank must agree
+    bool mixed = false;
     for (int k = 0; k < opt.keys; ++k) {
       const store_key_t key = key_of(rank, k);
       const std::uint64_t committed = record(rank, k).committed, inflight = record(rank, k).inflight;
@@ -251,6 +282,8 @@ int main(int argc, char **argv) {
       const bool good = gs == STORE_OK && check_value(key, buf.data(), len, &got);
       CHECK(good, "key %llu of rank %d: %s", (unsigned long long)key, rank, store_strerror(gs));
       if (good) {
+        if (k > 0 && got != rank_version) mixed = true;
+        rank_version = got;
         CHECK(got == committed || (inflight != 0 && got == inflight),
               "key %llu of rank %d has version %llu, committed %llu, in flight %llu", (unsigned long long)key, rank,
               (unsigned long long)got, (unsigned long long)committed, (unsigned long long)inflight);
@@ -266,6 +299,7 @@ int main(int argc, char **argv) {
         ++held;
       }
     }
+    CHECK(!opt.tx || !mixed, "the keys of rank %d hold different versions: a transaction was applied in part", rank);
   }
   std::uint64_t copies = 0;
   MPI_Allreduce(&held, &copies, 1, MPI_UINT64_T, MPI_SUM, comm);
@@ -278,6 +312,16 @@ int main(int argc, char **argv) {
   std::uint64_t local = info.local_copies, all = 0;
   MPI_Allreduce(&local, &all, 1, MPI_UINT64_T, MPI_SUM, comm);
   CHECK(all == total_keys * static_cast<std::uint64_t>(r), "store_info counts %llu copies", (unsigned long long)all);
+
+  // After recovery the store is in transaction mode until every survivor agrees to leave it.
+  store_mode_t mode = STORE_MODE_NORMAL;
+  CHECK(store_get_mode(s, &mode) == STORE_OK && mode == STORE_MODE_TRANSACTION, "not in transaction mode");
+  {
+    const auto v = make_value(key_of(me, 0), 99, 10);
+    CHECK(store_put(s, key_of(me, 0), v.data(), v.size()) == STORE_ERR_MODE, "a plain put in transaction mode");
+  }
+  CHECK(store_back_to_normal(s) == STORE_OK, "store_back_to_normal");
+  CHECK(store_get_mode(s, &mode) == STORE_OK && mode == STORE_MODE_NORMAL, "still in transaction mode");
 
   // Phase 5: the store works on: survivors take over the victims' keys and write everything.
   MPI_Barrier(comm);
@@ -310,10 +354,11 @@ int main(int argc, char **argv) {
   CHECK(total_s < 60, "the scenario took %.1f s", total_s);
   if (new_rank == 0) {
     std::printf("scenario done in %.2f s (failure seen after %.0f ms); recovery %d attempt(s), %.1f ms, %llu B lost, "
-                "%llu B moved, %llu keys repaired of %llu\n",
+                "%llu B moved, %llu keys repaired of %llu, transactions: %llu keys forward, %llu back\n",
                 total_s, detect_ms, report.attempts, report.total_seconds * 1e3, (unsigned long long)report.bytes_lost,
                 (unsigned long long)report.bytes_moved, (unsigned long long)report.keys_repaired,
-                (unsigned long long)report.keys);
+                (unsigned long long)report.keys, (unsigned long long)report.tx_rolled_forward,
+                (unsigned long long)report.tx_rolled_back);
   }
   write_verdict(failures == 0);
   MPI_Comm_free(&comm);

@@ -84,12 +84,15 @@ typedef enum store_status {
   STORE_ERR_RECOVER_AGAIN = -15,
   /** Every copy of this key was lost to failures. A new put stores the key again. */
   STORE_ERR_DATA_LOST = -16,
-  /** Not allowed in the store's current mode (see store_mode_t). */
-  STORE_ERR_MODE = -17
+  /** Not allowed in the store's current mode (see store_mode_t): after store_recover, puts
+   *  must be inside a transaction until store_back_to_normal. */
+  STORE_ERR_MODE = -17,
+  /** store_tx_*: no transaction is open, or one is open already. */
+  STORE_ERR_TX_STATE = -18
 } store_status_t;
 
 /** Lowest status value, for iterating over all of them. */
-#define STORE_STATUS_MIN STORE_ERR_MODE
+#define STORE_STATUS_MIN STORE_ERR_TX_STATE
 
 /** How a store learns that a process failed (store_config_t::detector). */
 typedef enum store_detector {
@@ -222,6 +225,46 @@ store_status_t store_finalize(store_t *store);
  */
 store_status_t store_recover(store_t store, MPI_Comm *new_comm);
 
+/**
+ * Modes of a store. The paper this design follows keeps the application's own recovery
+ * procedure, which runs after store_recover, from leaving the store half-updated if another
+ * failure strikes meanwhile:
+ *   STORE_MODE_NORMAL: puts, gets and transactions.
+ *   STORE_MODE_TRANSACTION: gets and transactions; a put outside a transaction returns
+ *     STORE_ERR_MODE. store_recover enters this mode; store_back_to_normal leaves it.
+ */
+typedef enum store_mode { STORE_MODE_NORMAL = 0, STORE_MODE_TRANSACTION = 1 } store_mode_t;
+
+/** The store's mode on this process. Local. */
+store_status_t store_get_mode(store_t store, store_mode_t *mode);
+
+/** Leaves transaction mode. Collective over the store's communicator. STORE_ERR_TX_STATE if
+ *  this process has a transaction open (nothing changes then, on any process). */
+store_status_t store_back_to_normal(store_t store);
+
+/**
+ * Transactions: all or nothing, across process failures. Local (no matching calls elsewhere);
+ * one open transaction per process and store.
+ *
+ * Between store_tx_begin and store_tx_commit, store_put only records the value in the
+ * transaction (it is copied; the caller's buffer may be reused); store_get of such a key on this
+ * process returns the recorded value, other processes still see the old one.
+ *
+ * store_tx_commit makes all of the transaction's values visible at every copy, or none of them:
+ * if the committing process, or holders of some copies, fail at any point of the commit, the
+ * next store_recover completes the transaction (rolls it forward) if it had reached its commit
+ * point, and discards it (rolls back) otherwise; store_last_recovery says how many values went
+ * each way. store_tx_commit returns STORE_OK (committed), or STORE_ERR_PROC_FAILED (a process
+ * failed; the outcome is decided by store_recover). Either way the transaction is closed.
+ * store_tx_abort discards an open transaction.
+ *
+ * Concurrent readers of the transaction's keys on other processes may see some new values
+ * before the commit returns: the guarantee is atomicity across failures, not isolation.
+ */
+store_status_t store_tx_begin(store_t store);
+store_status_t store_tx_commit(store_t store);
+store_status_t store_tx_abort(store_t store);
+
 /** What the last store_recover did. Fill with store_recovery_init before store_last_recovery. */
 typedef struct store_recovery {
   size_t struct_size;
@@ -241,6 +284,9 @@ typedef struct store_recovery {
   double shrink_seconds, window_seconds, rereplicate_seconds, total_seconds;
   /** Number of store_recover calls it took (more than 1 if processes failed during it). */
   int attempts;
+  /** Values of interrupted transactions completed (committed, rolled forward) and discarded
+   *  (not committed, rolled back), counted per key. */
+  uint64_t tx_rolled_forward, tx_rolled_back;
 } store_recovery_t;
 
 /** Fills *report with its struct_size. Local. */

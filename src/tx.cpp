@@ -1,0 +1,107 @@
+// Transactions: all or nothing across process failures (see include/rmastore/store.h).
+//
+// Commit, for a transaction T of this process:
+//   1. write grants for every key's value and for its pending slot (namespace kPending);
+//   2. every value goes to the pending slots of its holders, tagged with T;
+//   3. the decision record (namespace kTxRecord, named by this process, version T) is written
+//      to its holders. This is the commit point: a record on any survivor means committed;
+//   4. every value goes to its value slots.
+// store_recover resolves what a failure interrupted (recovery.cpp): pending values of a
+// committed T that are newer than the key's value are rolled forward, all others discarded.
+#include <cstring>
+
+#include "errors.hpp"
+#include "fault.hpp"
+#include "store.hpp"
+#include "ulfm.hpp"
+
+namespace rmastore::internal {
+
+void Store::tx_begin() {
+  require_healthy();
+  if (tx_open_) throw StoreError(STORE_ERR_TX_STATE, "a transaction is already open");
+  tx_open_ = true;
+  tx_values_.clear();
+}
+
+void Store::tx_abort() {
+  if (!tx_open_) throw StoreError(STORE_ERR_TX_STATE, "no transaction is open");
+  tx_open_ = false;
+  tx_values_.clear();
+}
+
+void Store::tx_commit() {
+  if (!tx_open_) throw StoreError(STORE_ERR_TX_STATE, "no transaction is open");
+  // Closed whatever happens below: a failed commit is decided by store_recover.
+  tx_open_ = false;
+  const std::map<std::uint64_t, std::vector<std::byte>> values = std::move(tx_values_);
+  tx_values_.clear();
+  require_healthy();
+  if (values.empty()) return;
+  const std::uint64_t seq = ++tx_seq_;
+
+  std::vector<TxItem> items;
+  items.reserve(values.size());
+  for (const auto &[key, value] : values) {
+    TxItem it{key, &value, 0, {}, {}};
+    std::uint64_t current = 0, pending = 0;
+    it.value_copies = acquire_write(SlotId{key, Ns::kValue}, value.size(), &current);
+    it.pending_copies = acquire_write(SlotId{key, Ns::kPending}, value.size(), &pending);
+    it.version = current + 1;
+    items.push_back(std::move(it));
+  }
+  RMASTORE_FAULT_POINT("tx.before_pending");
+  bool first = true;
+  for (const TxItem &it : items) {
+    if (!first) RMASTORE_FAULT_POINT("tx.between_pending");
+    first = false;
+    SlotHeader h{};
+    h.key = it.key;
+    h.version = it.version;
+    h.length = it.value->size();
+    h.flags = make_flags(0, Ns::kPending, seq);
+    write_copies(it.pending_copies, h, it.value->data());
+  }
+
+  // The decision record names the keys, for diagnosis; recovery needs only its version.
+  std::vector<std::uint64_t> record;
+  record.push_back(seq);
+  for (const TxItem &it : items) record.push_back(it.key);
+  const std::size_t record_bytes = record.size() * sizeof(std::uint64_t);
+  std::uint64_t previous = 0;
+  const SlotId rid{static_cast<std::uint64_t>(id_), Ns::kTxRecord};
+  const std::vector<HolderCache> record_copies = acquire_write(rid, record_bytes, &previous);
+  RMASTORE_FAULT_POINT("tx.before_record");
+  SlotHeader hr{};
+  hr.key = rid.key;
+  hr.version = seq;
+  hr.length = record_bytes;
+  hr.flags = make_flags(0, Ns::kTxRecord);
+  write_copies(record_copies, hr, record.data());
+  RMASTORE_FAULT_POINT("tx.after_record");
+
+  first = true;
+  for (const TxItem &it : items) {
+    if (!first) RMASTORE_FAULT_POINT("tx.during_apply");
+    first = false;
+    SlotHeader h{};
+    h.key = it.key;
+    h.version = it.version;
+    h.length = it.value->size();
+    h.flags = make_flags(0, Ns::kValue);
+    write_copies(it.value_copies, h, it.value->data());
+    register_key(it.key);
+  }
+}
+
+void Store::back_to_normal() {
+  // Agreed, so that no process leaves transaction mode while another refuses.
+  int ok = tx_open_ ? 0 : 1;
+  const int rc = MPIX_Comm_agree(comm_, &ok);
+  if (is_failure_error(rc)) throw StoreError(STORE_ERR_PROC_FAILED, "a process failed");
+  check_mpi(rc, "MPIX_Comm_agree");
+  if (!ok) throw StoreError(STORE_ERR_TX_STATE, "a process has a transaction open");
+  mode_ = STORE_MODE_NORMAL;
+}
+
+} // namespace rmastore::internal
