@@ -1,18 +1,24 @@
-// Fault-injection scenarios: processes are killed with SIGKILL, the survivors must get a
-// failure status (never hang), recover, and find every key at its latest committed value with
-// its full number of copies; then the store must work on.
+// Fault-injection scenarios: processes are killed with SIGKILL; the survivors must get a failure
+// status (never hang), recover, and find every key at its latest committed value with its full
+// number of copies; then the store must work on. A run is a series of episodes: operations
+// until a failure, recovery, checks, and the survivors taking over the dead ranks' keys.
 //
-//   test_failure --replicas R --victims a,b [--killers a] [--kill-at N] [--keys K] [--rounds N]
-//                [--tx 1]
+//   test_failure --replicas R --victims a,b [--killers a] [--kill-at N] [--tx 1] [--keys K]
+//                [--rounds N] [--detector ping]
+//   test_failure --seed S --kills K
 //
-// With --tx 1, each round of a rank writes all its keys in one transaction, and survivors also
-// check atomicity: all keys of a rank must hold the same version.
+// In the first form there is one episode. Victims die either at a library fault point
+// (RMASTORE_FAULT, set by the test registration) or, the killers among them, by raising
+// SIGKILL before their N-th operation. With --tx 1 each round of a rank writes all its keys in
+// one transaction, and survivors also check atomicity: all keys of a rank hold one version.
 //
-// Victims die either at a library fault point (RMASTORE_FAULT, set by the test registration),
-// or, with --kill-at N, by raising SIGKILL themselves before their N-th operation. Every rank
-// records in node-shared memory, for each of its keys, the last version whose put returned
-// STORE_OK and the version of a put under way, so that survivors can check even a dead
-// writer's keys exactly: after recovery a key holds either of the two.
+// In the second form (the randomized driver) the seed decides everything else: replicas,
+// how the K deaths spread over episodes, who dies, how (own hand at a random operation, or a
+// random fault point in puts, enlargements, commits or recovery itself), and transactions.
+//
+// Every rank records in node-shared memory, for each of its keys, the last version whose put
+// returned STORE_OK and the version of a put under way, so that survivors can check even a
+// dead writer's keys exactly: after recovery a key holds one of the two.
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -24,6 +30,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -47,40 +54,104 @@ int failures = 0;
     }                                                                                                                  \
   } while (0)
 
+struct Episode {
+  std::vector<int> victims; // every rank that dies in the episode
+  std::vector<int> killers; // those that kill themselves at kill_at (the rest: fault points)
+  int kill_at = -1;
+};
+
 struct Options {
   int replicas = 2;
-  std::vector<int> victims; // every rank that dies in the scenario
-  std::vector<int> killers; // those that kill themselves at --kill-at (default: all victims)
-  int kill_at = -1;         // op count at which killers die; -1: library fault points do it
-  int keys = 12;            // per rank
+  int keys = 12; // per rank
   int rounds = 6;
   bool tx = false;
+  int detector = STORE_DETECTOR_NOTIFY;
+  std::vector<Episode> episodes;
+  std::string fault; // RMASTORE_FAULT chosen by a seed
+  std::uint64_t seed = 0;
 };
+
+std::vector<int> parse_list(const std::string &v) {
+  std::vector<int> list;
+  for (std::size_t p = 0; p < v.size();) {
+    list.push_back(std::atoi(v.c_str() + p));
+    p = v.find(',', p);
+    if (p == std::string::npos) break;
+    ++p;
+  }
+  return list;
+}
+
+// The randomized driver: every rank draws the same scenario from the seed.
+void draw(Options &o, int kills, int p) {
+  std::mt19937_64 rng(o.seed);
+  const auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<std::uint64_t>(n)); };
+  o.replicas = (kills >= 2 || pick(2) == 0) && p - kills >= 3 ? 3 : 2;
+  o.tx = pick(2) == 0;
+  o.keys = 6 + pick(10);
+  o.rounds = 4 + pick(6);
+  std::vector<int> alive(static_cast<std::size_t>(p));
+  for (int i = 0; i < p; ++i) alive[static_cast<std::size_t>(i)] = i;
+  static const char *kPoints[] = {"put.between_copies", "put.before_switch", "enlarge.serve",   "tx.before_pending",
+                                  "tx.between_pending", "tx.before_record",  "tx.after_record", "tx.during_apply"};
+  static const char *kRecoverPoints[] = {"recover.start",        "recover.after_revoke", "recover.after_shrink",
+                                         "recover.after_window", "recover.rereplicate",  "recover.after_rereplicate"};
+  while (kills > 0) {
+    // Per episode at most r-1 deaths, so that no key can lose every copy.
+    const int n = std::min(kills, std::max(1, pick(o.replicas - 1) + 1));
+    Episode e;
+    e.kill_at = pick(o.rounds * 2 + 2);
+    for (int i = 0; i < n; ++i) {
+      const std::size_t at = static_cast<std::size_t>(pick(static_cast<int>(alive.size())));
+      const int v = alive[at];
+      alive.erase(alive.begin() + static_cast<long>(at));
+      e.victims.push_back(v);
+      // Fault points only in the first episode, where their hit counts start from zero; a
+      // death inside recovery needs another death that starts the recovery.
+      const int how = o.episodes.empty() ? pick(3) : 0;
+      if (how == 1 && i + 1 < n) {
+        o.fault += (o.fault.empty() ? "" : ",") + std::string(kPoints[pick(8)]) + "@" + std::to_string(v) + "#" +
+                   std::to_string(1 + pick(4));
+      } else if (how == 2 && i > 0) {
+        o.fault += (o.fault.empty() ? "" : ",") + std::string(kRecoverPoints[pick(6)]) + "@" + std::to_string(v);
+      } else {
+        e.killers.push_back(v);
+      }
+    }
+    if (e.killers.empty()) e.killers.push_back(e.victims.front()); // someone must start it
+    o.episodes.push_back(e);
+    kills -= n;
+  }
+}
 
 Options parse(int argc, char **argv) {
   Options o;
+  Episode e;
+  int kills = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i], v = argv[i + 1];
     if (a == "--replicas") o.replicas = std::atoi(v.c_str());
-    if (a == "--kill-at") o.kill_at = std::atoi(v.c_str());
+    if (a == "--kill-at") e.kill_at = std::atoi(v.c_str());
     if (a == "--keys") o.keys = std::atoi(v.c_str());
     if (a == "--rounds") o.rounds = std::atoi(v.c_str());
     if (a == "--tx") o.tx = std::atoi(v.c_str()) != 0;
-    if (a == "--victims" || a == "--killers") {
-      std::vector<int> &list = a == "--victims" ? o.victims : o.killers;
-      for (std::size_t p = 0; p < v.size();) {
-        list.push_back(std::atoi(v.c_str() + p));
-        p = v.find(',', p);
-        if (p == std::string::npos) break;
-        ++p;
-      }
-    }
+    if (a == "--detector") o.detector = v == "ping" ? STORE_DETECTOR_PING : STORE_DETECTOR_NOTIFY;
+    if (a == "--victims") e.victims = parse_list(v);
+    if (a == "--killers") e.killers = parse_list(v);
+    if (a == "--seed") o.seed = std::strtoull(v.c_str(), nullptr, 10);
+    if (a == "--kills") kills = std::atoi(v.c_str());
   }
-  if (o.killers.empty()) o.killers = o.victims;
+  if (o.seed != 0) {
+    draw(o, kills, world_size());
+  } else {
+    if (e.killers.empty() && e.kill_at >= 0) e.killers = e.victims;
+    o.episodes.push_back(e);
+  }
   return o;
 }
 
-// What every rank knows about its own keys, visible to all ranks of the node.
+// What every rank knows about its own keys (and those it took over), visible to all ranks of
+// the node.
 struct KeyRecord {
   std::atomic<std::uint64_t> committed; // last version whose put returned STORE_OK
   std::atomic<std::uint64_t> inflight;  // version of a put under way, 0 if none
@@ -129,6 +200,224 @@ bool in(const std::vector<int> &list, int rank) {
   return std::find(list.begin(), list.end(), rank) != list.end();
 }
 
+// True if RMASTORE_FAULT names a point inside store_recover for this rank.
+bool dies_in_recovery(int rank) {
+  const char *env = std::getenv("RMASTORE_FAULT");
+  if (env == nullptr) return false;
+  const std::string spec = env;
+  for (std::size_t p = spec.find("recover."); p != std::string::npos; p = spec.find("recover.", p + 1)) {
+    const std::size_t at = spec.find('@', p);
+    if (at != std::string::npos && std::atoi(spec.c_str() + at + 1) == rank) return true;
+  }
+  return false;
+}
+
+class Run {
+public:
+  Run(const Options &o, KeyRecord *rec, store_t s) : opt_(o), rec_(rec), s_(s), buf_(1 << 20) {
+    me_ = world_rank();
+    p_ = world_size();
+    owner_.resize(static_cast<std::size_t>(p_));
+    for (int r = 0; r < p_; ++r) owner_[static_cast<std::size_t>(r)] = r;
+  }
+
+  KeyRecord &record(int rank, int k) { return rec_[rank * opt_.keys + k]; }
+
+  // A failure seen: a process that is to die with others dies now, so that the deaths of an
+  // episode are (nearly) simultaneous.
+  void saw_failure(const Episode &e) {
+    failed_ = true;
+    if (e.kill_at >= 0 && in(e.killers, me_)) raise(SIGKILL);
+  }
+
+  // Puts `version` of every key this rank writes (its own and those it took over), as single
+  // puts or as one transaction. Returns false on a failure.
+  bool write_all(std::uint64_t version, bool tx) {
+    std::vector<std::pair<int, int>> mine; // (rank the key belonged to, k)
+    for (int r = 0; r < p_; ++r) {
+      if (owner_[static_cast<std::size_t>(r)] != me_) continue;
+      for (int k = 0; k < opt_.keys; ++k) mine.emplace_back(r, k);
+    }
+    if (tx) CHECK(store_tx_begin(s_) == STORE_OK, "tx_begin");
+    for (auto [r, k] : mine) {
+      const store_key_t key = key_of(r, k);
+      const auto v = make_value(key, version, length_of(key, version));
+      record(r, k).inflight = version;
+      const store_status_t st = store_put(s_, key, v.data(), v.size());
+      if (tx) {
+        CHECK(st == STORE_OK, "put in a transaction: %s", store_strerror(st));
+        continue;
+      }
+      if (st != STORE_OK) {
+        CHECK(st == STORE_ERR_PROC_FAILED, "put returned %s", store_strerror(st));
+        return false;
+      }
+      record(r, k).committed = version;
+      record(r, k).inflight = 0;
+    }
+    if (!tx) return true;
+    const store_status_t st = store_tx_commit(s_);
+    if (st != STORE_OK) {
+      CHECK(st == STORE_ERR_PROC_FAILED, "commit returned %s", store_strerror(st));
+      return false;
+    }
+    for (auto [r, k] : mine) {
+      record(r, k).committed = version;
+      record(r, k).inflight = 0;
+    }
+    return true;
+  }
+
+  // Operations until the episode's failure is reported.
+  void operate(const Episode &e, std::uint64_t base) {
+    failed_ = false;
+    int ops = 0;
+    for (int round = 0; round < opt_.rounds && !failed_; ++round) {
+      if (e.kill_at >= 0 && ops == e.kill_at && in(e.killers, me_)) raise(SIGKILL);
+      ++ops;
+      if (!write_all(base + static_cast<std::uint64_t>(round), opt_.tx)) {
+        saw_failure(e);
+        break;
+      }
+      // Reads of other ranks' keys: any committed or in-flight version of them.
+      for (int k = 0; k < opt_.keys && !failed_; ++k) {
+        if (e.kill_at >= 0 && ops == e.kill_at && in(e.killers, me_)) raise(SIGKILL);
+        ++ops;
+        const int other = (me_ + round + k) % p_;
+        size_t len = 0;
+        const store_status_t gs = store_get(s_, key_of(other, k), buf_.data(), buf_.size(), &len);
+        std::uint64_t got = 0;
+        if (gs == STORE_ERR_PROC_FAILED) {
+          saw_failure(e);
+        } else if (gs == STORE_ERR_NOT_FOUND) {
+          CHECK(record(other, k).committed == 0, "get: not found"); // only if never committed
+        } else {
+          CHECK(gs == STORE_OK && check_value(key_of(other, k), buf_.data(), len, &got), "get: %s", store_strerror(gs));
+        }
+      }
+    }
+    // Victims still alive (their fault point was not reached) die now, except those meant to
+    // die inside store_recover; the others keep asking until they hear of it. A call must
+    // never hang: the bound is generous, detection takes milliseconds.
+    if (in(e.victims, me_) && !dies_in_recovery(me_)) raise(SIGKILL);
+    const auto deadline = Clock::now() + std::chrono::seconds(20);
+    while (!failed_ && Clock::now() < deadline) {
+      size_t len = 0;
+      if (store_get(s_, key_of(me_, 0), buf_.data(), buf_.size(), &len) == STORE_ERR_PROC_FAILED) saw_failure(e);
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    CHECK(failed_, "no failure was reported within 20 s");
+  }
+
+  // Recovers, again as long as processes fail meanwhile; returns the survivors' communicator.
+  MPI_Comm recover(store_recovery_t &report) {
+    MPI_Comm comm = MPI_COMM_NULL;
+    store_status_t rs = STORE_ERR_RECOVER_AGAIN;
+    int attempts = 0;
+    while (rs == STORE_ERR_RECOVER_AGAIN && attempts < 10) {
+      rs = store_recover(s_, &comm);
+      ++attempts;
+    }
+    CHECK(rs == STORE_OK, "store_recover: %s after %d attempts", store_strerror(rs), attempts);
+    store_recovery_init(&report);
+    CHECK(rs != STORE_OK || store_last_recovery(s_, &report) == STORE_OK, "store_last_recovery");
+    return rs == STORE_OK ? comm : MPI_COMM_NULL;
+  }
+
+  // Every key of every rank, the dead ranks' included, holds its committed value or the one
+  // that was being put, and has its full number of copies on the survivors.
+  void verify(MPI_Comm comm, int survivors) {
+    auto *impl = rmastore::internal::impl(s_);
+    std::uint64_t held = 0, total_keys = 0;
+    for (int rank = 0; rank < p_; ++rank) {
+      std::uint64_t rank_version = 0; // with transactions, all keys of a rank agree
+      bool mixed = false, first = true;
+      for (int k = 0; k < opt_.keys; ++k) {
+        const store_key_t key = key_of(rank, k);
+        const std::uint64_t committed = record(rank, k).committed, inflight = record(rank, k).inflight;
+        size_t len = 0;
+        const store_status_t gs = store_get(s_, key, buf_.data(), buf_.size(), &len);
+        std::uint64_t got = 0;
+        if (gs == STORE_ERR_NOT_FOUND && committed == 0) continue; // its first put never returned
+        const bool good = gs == STORE_OK && check_value(key, buf_.data(), len, &got);
+        CHECK(good, "key %llu of rank %d: %s", (unsigned long long)key, rank, store_strerror(gs));
+        if (good) {
+          if (!first && got != rank_version) mixed = true;
+          first = false;
+          rank_version = got;
+          CHECK(got == committed || (inflight != 0 && got == inflight),
+                "key %llu of rank %d has version %llu, committed %llu, in flight %llu", (unsigned long long)key, rank,
+                (unsigned long long)got, (unsigned long long)committed, (unsigned long long)inflight);
+          CHECK(len == length_of(key, got), "length");
+        }
+        ++total_keys;
+        const std::vector<int> holders = impl->holders(key);
+        if (std::find(holders.begin(), holders.end(), impl->rank()) != holders.end()) {
+          rmastore::internal::SlotHeader h;
+          std::vector<std::byte> copy;
+          CHECK(impl->read_local_copy(key, h, copy), "no valid local copy of %llu", (unsigned long long)key);
+          ++held;
+        }
+      }
+      CHECK(!opt_.tx || !mixed, "the keys of rank %d hold different versions: a transaction was applied in part", rank);
+    }
+    std::uint64_t copies = 0;
+    MPI_Allreduce(&held, &copies, 1, MPI_UINT64_T, MPI_SUM, comm);
+    const auto r = static_cast<std::uint64_t>(std::min(opt_.replicas, survivors));
+    CHECK(copies == total_keys * r, "%llu copies for %llu keys", (unsigned long long)copies,
+          (unsigned long long)total_keys);
+    store_info_t info;
+    store_info_init(&info);
+    store_get_info(s_, &info);
+    std::uint64_t local = info.local_copies, all = 0;
+    MPI_Allreduce(&local, &all, 1, MPI_UINT64_T, MPI_SUM, comm);
+    CHECK(all == total_keys * r, "store_info counts %llu copies", (unsigned long long)all);
+  }
+
+  // After recovery: transaction mode, then normal mode, and the dead ranks' keys get a new
+  // owner among the survivors, who writes them from now on.
+  void take_over(MPI_Comm comm, const std::vector<int> &dead, std::uint64_t version) {
+    store_mode_t mode = STORE_MODE_NORMAL;
+    CHECK(store_get_mode(s_, &mode) == STORE_OK && mode == STORE_MODE_TRANSACTION, "not in transaction mode");
+    const auto v = make_value(key_of(me_, 0), 99, 10);
+    CHECK(store_put(s_, key_of(me_, 0), v.data(), v.size()) == STORE_ERR_MODE, "a plain put in transaction mode");
+    CHECK(store_back_to_normal(s_) == STORE_OK, "store_back_to_normal");
+    CHECK(store_get_mode(s_, &mode) == STORE_OK && mode == STORE_MODE_NORMAL, "still in transaction mode");
+    int survivors = 0;
+    MPI_Comm_size(comm, &survivors);
+    std::vector<int> alive(static_cast<std::size_t>(survivors));
+    MPI_Allgather(&me_, 1, MPI_INT, alive.data(), 1, MPI_INT, comm);
+    for (int r = 0; r < p_; ++r) {
+      if (in(dead, owner_[static_cast<std::size_t>(r)])) {
+        owner_[static_cast<std::size_t>(r)] = alive[static_cast<std::size_t>(r % survivors)];
+      }
+    }
+    MPI_Barrier(comm);
+    CHECK(write_all(version, false), "put after recovery");
+    MPI_Barrier(comm);
+    for (int rank = 0; rank < p_; ++rank) {
+      for (int k = 0; k < opt_.keys; ++k) {
+        const store_key_t key = key_of(rank, k);
+        size_t len = 0;
+        std::uint64_t got = 0;
+        const store_status_t gs = store_get(s_, key, buf_.data(), buf_.size(), &len);
+        CHECK(gs == STORE_OK && check_value(key, buf_.data(), len, &got) && got == version, "after recovery: %s",
+              store_strerror(gs));
+      }
+    }
+    MPI_Barrier(comm);
+  }
+
+private:
+  const Options &opt_;
+  KeyRecord *rec_;
+  store_t s_;
+  std::vector<std::byte> buf_;
+  int me_ = 0, p_ = 0;
+  bool failed_ = false;
+  std::vector<int> owner_; // who writes the keys of rank i now
+};
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -136,230 +425,79 @@ int main(int argc, char **argv) {
   MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   const Options opt = parse(argc, argv);
+  // A seed's fault points; read by the library at its first fault point.
+  if (!opt.fault.empty()) setenv("RMASTORE_FAULT", opt.fault.c_str(), 1);
   const int me = world_rank(), p = world_size();
+  if (me == 0 && opt.seed != 0) {
+    std::printf("seed %llu: replicas %d, %s, %d keys, %d rounds, faults '%s', episodes:", (unsigned long long)opt.seed,
+                opt.replicas, opt.tx ? "transactions" : "single puts", opt.keys, opt.rounds, opt.fault.c_str());
+    for (const Episode &e : opt.episodes) {
+      std::printf(" [victims");
+      for (int v : e.victims) std::printf(" %d%s", v, in(e.killers, v) ? "*" : "");
+      std::printf(" at op %d]", e.kill_at);
+    }
+    std::printf("\n");
+    std::fflush(stdout);
+  }
   const auto t_start = Clock::now();
   KeyRecord *rec = shared_records(p, opt.keys);
   CHECK(rec != nullptr, "no shared memory");
-  store_t s = make_store(opt.replicas);
-  CHECK(s != nullptr, "store_init failed");
+  store_config_t cfg;
+  store_config_init(&cfg);
+  cfg.replicas = std::min(opt.replicas, p);
+  cfg.detector = opt.detector;
+  store_t s = nullptr;
+  CHECK(store_init(MPI_COMM_WORLD, &cfg, &s) == STORE_OK, "store_init failed");
   if (rec == nullptr || s == nullptr) {
     write_verdict(false);
     MPI_Finalize();
     return 1;
   }
-  auto record = [&](int rank, int k) -> KeyRecord & { return rec[rank * opt.keys + k]; };
+  Run run(opt, rec, s);
 
-  bool failed = false;
-  int ops = 0;
-  std::vector<std::byte> buf(1 << 20);
-  Clock::time_point t_failure{};
-  // A process that is to die with others dies as soon as it sees the first failure, so that
-  // the failures are (nearly) simultaneous.
-  const auto saw_failure = [&] {
-    failed = true;
-    t_failure = Clock::now();
-    if (opt.kill_at >= 0 && in(opt.killers, me)) raise(SIGKILL);
-  };
+  // Every key gets a first value (fault points may already fire here).
+  bool early = !run.write_all(1, false);
+  if (MPI_Barrier(MPI_COMM_WORLD) != MPI_SUCCESS) early = true;
 
-  // Phase 1: every key gets a first value (fault points may already fire here).
-  for (int k = 0; k < opt.keys && !failed; ++k) {
-    const store_key_t key = key_of(me, k);
-    const auto v = make_value(key, 1, length_of(key, 1));
-    record(me, k).inflight = 1;
-    const store_status_t st = store_put(s, key, v.data(), v.size());
-    if (st == STORE_OK) {
-      record(me, k).committed = 1;
-      record(me, k).inflight = 0;
-    } else {
-      CHECK(st == STORE_ERR_PROC_FAILED, "first put returned %s", store_strerror(st));
-      saw_failure();
-    }
-  }
-  if (MPI_Barrier(MPI_COMM_WORLD) != MPI_SUCCESS && !failed) saw_failure();
-
-  // Phase 2: overwrite own keys and read other ranks' keys until a failure is reported.
-  for (int round = 2; round < 2 + opt.rounds && !failed && opt.tx; ++round) {
-    // All keys of this rank in one transaction: after recovery, all or none are new.
-    if (opt.kill_at >= 0 && ops == opt.kill_at && in(opt.killers, me)) raise(SIGKILL);
-    ++ops;
-    const auto version = static_cast<std::uint64_t>(round);
-    CHECK(store_tx_begin(s) == STORE_OK, "tx_begin");
-    for (int k = 0; k < opt.keys; ++k) {
-      const store_key_t key = key_of(me, k);
-      const auto v = make_value(key, version, length_of(key, version));
-      CHECK(store_put(s, key, v.data(), v.size()) == STORE_OK, "put in a transaction");
-      record(me, k).inflight = version;
-    }
-    const store_status_t st = store_tx_commit(s);
-    if (st == STORE_OK) {
-      for (int k = 0; k < opt.keys; ++k) {
-        record(me, k).committed = version;
-        record(me, k).inflight = 0;
-      }
-    } else {
-      CHECK(st == STORE_ERR_PROC_FAILED, "commit returned %s", store_strerror(st));
-      saw_failure();
-    }
-  }
-  for (int round = 2; round < 2 + opt.rounds && !failed && !opt.tx; ++round) {
-    for (int k = 0; k < opt.keys && !failed; ++k) {
-      if (opt.kill_at >= 0 && ops == opt.kill_at && in(opt.killers, me)) raise(SIGKILL);
-      ++ops;
-      const store_key_t key = key_of(me, k);
-      const auto version = static_cast<std::uint64_t>(round);
-      const auto v = make_value(key, version, length_of(key, version));
-      record(me, k).inflight = version;
-      const store_status_t st = store_put(s, key, v.data(), v.size());
-      if (st == STORE_OK) {
-        record(me, k).committed = version;
-        record(me, k).inflight = 0;
-      } else {
-        CHECK(st == STORE_ERR_PROC_FAILED, "put returned %s", store_strerror(st));
-        saw_failure();
-        break;
-      }
-      // A read of another rank's key: any committed or in-flight version of it.
-      const int other = (me + round + k) % p;
-      size_t len = 0;
-      const store_status_t gs = store_get(s, key_of(other, k), buf.data(), buf.size(), &len);
-      if (gs == STORE_ERR_PROC_FAILED) {
-        saw_failure();
-      } else if (gs == STORE_ERR_NOT_FOUND) {
-        // Only if its first put never completed.
-        CHECK(record(other, k).committed == 0, "get: not found");
-      } else {
-        std::uint64_t got = 0;
-        CHECK(gs == STORE_OK && check_value(key_of(other, k), buf.data(), len, &got), "get: %s", store_strerror(gs));
-      }
-    }
-  }
-  // Survivors that finished without noticing the failure keep asking until they do. A call
-  // must never hang: the bound here is generous, the measured detection time is milliseconds.
-  const auto deadline = Clock::now() + std::chrono::seconds(20);
-  while (!failed && Clock::now() < deadline) {
-    size_t len = 0;
-    const store_status_t gs = store_get(s, key_of(me, 0), buf.data(), buf.size(), &len);
-    if (gs == STORE_ERR_PROC_FAILED) saw_failure();
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  CHECK(failed, "no failure was reported within 20 s");
-
-  // Phase 3: recover, again as long as processes fail meanwhile.
+  std::vector<int> dead;
   MPI_Comm comm = MPI_COMM_NULL;
-  store_status_t rs = STORE_ERR_RECOVER_AGAIN;
-  int attempts = 0;
-  while (rs == STORE_ERR_RECOVER_AGAIN && attempts < 10) {
-    rs = store_recover(s, &comm);
-    ++attempts;
-  }
-  CHECK(rs == STORE_OK, "store_recover: %s after %d attempts", store_strerror(rs), attempts);
-  if (rs != STORE_OK) {
-    write_verdict(false);
-    return 1; // without MPI_Finalize: the others cannot finish with us anyway
-  }
-  store_recovery_t report;
-  store_recovery_init(&report);
-  CHECK(store_last_recovery(s, &report) == STORE_OK, "store_last_recovery");
-  int survivors = 0;
-  MPI_Comm_size(comm, &survivors);
-  CHECK(survivors == p - static_cast<int>(opt.victims.size()), "%d survivors", survivors);
-  CHECK(report.lost_count == 0, "%llu keys lost with at most r-1 failures", (unsigned long long)report.lost_count);
-
-  // Phase 4: every key of every rank, the victims' included, holds its committed value or the
-  // one that was being put, and has its full number of copies on the survivors.
-  auto *impl = rmastore::internal::impl(s);
-  std::uint64_t held = 0, total_keys = 0;
-  for (int rank = 0; rank < p; ++rank) {
-    std::uint64_t rank_version = 0; // with --tx, all keys of a rank must agree
-    bool mixed = false;
-    for (int k = 0; k < opt.keys; ++k) {
-      const store_key_t key = key_of(rank, k);
-      const std::uint64_t committed = record(rank, k).committed, inflight = record(rank, k).inflight;
-      size_t len = 0;
-      const store_status_t gs = store_get(s, key, buf.data(), buf.size(), &len);
-      std::uint64_t got = 0;
-      if (gs == STORE_ERR_NOT_FOUND && committed == 0) continue; // its first put never returned
-      const bool good = gs == STORE_OK && check_value(key, buf.data(), len, &got);
-      CHECK(good, "key %llu of rank %d: %s", (unsigned long long)key, rank, store_strerror(gs));
-      if (good) {
-        if (k > 0 && got != rank_version) mixed = true;
-        rank_version = got;
-        CHECK(got == committed || (inflight != 0 && got == inflight),
-              "key %llu of rank %d has version %llu, committed %llu, in flight %llu", (unsigned long long)key, rank,
-              (unsigned long long)got, (unsigned long long)committed, (unsigned long long)inflight);
-        CHECK(len == length_of(key, got), "length");
-      }
-      ++total_keys;
-      rmastore::internal::SlotHeader h;
-      std::vector<std::byte> copy;
-      const std::vector<int> holders = impl->holders(key);
-      const bool mine = std::find(holders.begin(), holders.end(), impl->rank()) != holders.end();
-      if (mine) {
-        CHECK(impl->read_local_copy(key, h, copy), "no valid local copy of %llu", (unsigned long long)key);
-        ++held;
-      }
+  store_recovery_t report{};
+  for (std::size_t e = 0; e < opt.episodes.size(); ++e) {
+    const Episode &ep = opt.episodes[e];
+    if (!(e == 0 && early))
+      run.operate(ep, 2 + 100 * e);
+    else
+      run.saw_failure(ep);
+    dead.insert(dead.end(), ep.victims.begin(), ep.victims.end());
+    if (comm != MPI_COMM_NULL) MPI_Comm_free(&comm);
+    comm = run.recover(report);
+    if (comm == MPI_COMM_NULL) {
+      write_verdict(false);
+      return 1; // without MPI_Finalize: the others cannot finish with us anyway
     }
-    CHECK(!opt.tx || !mixed, "the keys of rank %d hold different versions: a transaction was applied in part", rank);
-  }
-  std::uint64_t copies = 0;
-  MPI_Allreduce(&held, &copies, 1, MPI_UINT64_T, MPI_SUM, comm);
-  const int r = std::min(opt.replicas, survivors);
-  CHECK(copies == total_keys * static_cast<std::uint64_t>(r), "%llu copies for %llu keys", (unsigned long long)copies,
-        (unsigned long long)total_keys);
-  store_info_t info;
-  store_info_init(&info);
-  store_get_info(s, &info);
-  std::uint64_t local = info.local_copies, all = 0;
-  MPI_Allreduce(&local, &all, 1, MPI_UINT64_T, MPI_SUM, comm);
-  CHECK(all == total_keys * static_cast<std::uint64_t>(r), "store_info counts %llu copies", (unsigned long long)all);
-
-  // After recovery the store is in transaction mode until every survivor agrees to leave it.
-  store_mode_t mode = STORE_MODE_NORMAL;
-  CHECK(store_get_mode(s, &mode) == STORE_OK && mode == STORE_MODE_TRANSACTION, "not in transaction mode");
-  {
-    const auto v = make_value(key_of(me, 0), 99, 10);
-    CHECK(store_put(s, key_of(me, 0), v.data(), v.size()) == STORE_ERR_MODE, "a plain put in transaction mode");
-  }
-  CHECK(store_back_to_normal(s) == STORE_OK, "store_back_to_normal");
-  CHECK(store_get_mode(s, &mode) == STORE_OK && mode == STORE_MODE_NORMAL, "still in transaction mode");
-
-  // Phase 5: the store works on: survivors take over the victims' keys and write everything.
-  MPI_Barrier(comm);
-  int new_rank = 0;
-  MPI_Comm_rank(comm, &new_rank);
-  for (int rank = 0; rank < p; ++rank) {
-    if (rank != me && !(in(opt.victims, rank) && new_rank == rank % survivors)) continue;
-    for (int k = 0; k < opt.keys; ++k) {
-      const store_key_t key = key_of(rank, k);
-      const auto v = make_value(key, 100, length_of(key, 100));
-      CHECK(store_put(s, key, v.data(), v.size()) == STORE_OK, "put after recovery");
+    int survivors = 0;
+    MPI_Comm_size(comm, &survivors);
+    CHECK(survivors == p - static_cast<int>(dead.size()), "%d survivors", survivors);
+    CHECK(report.lost_count == 0, "%llu keys lost with at most r-1 failures", (unsigned long long)report.lost_count);
+    run.verify(comm, survivors);
+    run.take_over(comm, dead, 90 + 100 * e);
+    int new_rank = 0;
+    MPI_Comm_rank(comm, &new_rank);
+    if (new_rank == 0) {
+      std::printf("episode %zu: recovery %d attempt(s), %.1f ms (shrink %.1f, window %.1f, re-replication %.1f), "
+                  "%llu B lost, %llu B moved, %llu keys repaired of %llu, transactions: %llu keys forward, %llu "
+                  "back\n",
+                  e, report.attempts, report.total_seconds * 1e3, report.shrink_seconds * 1e3,
+                  report.window_seconds * 1e3, report.rereplicate_seconds * 1e3, (unsigned long long)report.bytes_lost,
+                  (unsigned long long)report.bytes_moved, (unsigned long long)report.keys_repaired,
+                  (unsigned long long)report.keys, (unsigned long long)report.tx_rolled_forward,
+                  (unsigned long long)report.tx_rolled_back);
+      std::fflush(stdout);
     }
   }
-  MPI_Barrier(comm);
-  for (int rank = 0; rank < p; ++rank) {
-    for (int k = 0; k < opt.keys; ++k) {
-      const store_key_t key = key_of(rank, k);
-      size_t len = 0;
-      std::uint64_t got = 0;
-      const store_status_t gs = store_get(s, key, buf.data(), buf.size(), &len);
-      CHECK(gs == STORE_OK && check_value(key, buf.data(), len, &got) && got == 100, "after recovery: %s",
-            store_strerror(gs));
-    }
-  }
-  MPI_Barrier(comm);
   CHECK(store_finalize(&s) == STORE_OK, "store_finalize");
-  const double detect_ms =
-      failed ? std::chrono::duration<double, std::milli>(t_failure - t_start).count() : -1.0; // upper bound
   const double total_s = std::chrono::duration<double>(Clock::now() - t_start).count();
   CHECK(total_s < 60, "the scenario took %.1f s", total_s);
-  if (new_rank == 0) {
-    std::printf("scenario done in %.2f s (failure seen after %.0f ms); recovery %d attempt(s), %.1f ms, %llu B lost, "
-                "%llu B moved, %llu keys repaired of %llu, transactions: %llu keys forward, %llu back\n",
-                total_s, detect_ms, report.attempts, report.total_seconds * 1e3, (unsigned long long)report.bytes_lost,
-                (unsigned long long)report.bytes_moved, (unsigned long long)report.keys_repaired,
-                (unsigned long long)report.keys, (unsigned long long)report.tx_rolled_forward,
-                (unsigned long long)report.tx_rolled_back);
-  }
   write_verdict(failures == 0);
   MPI_Comm_free(&comm);
   MPI_Finalize();
