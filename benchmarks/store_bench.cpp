@@ -9,10 +9,20 @@
 //          thread can serve the puts.
 // Output: one JSON object per line (stdout), then a table (stderr).
 //
-//   mpirun -n 3 store_bench [--op put,get,cpu] [--sizes 8,4096,1M] [--replicas 1,2]
+//   mpirun -n 3 store_bench [--op put,get,cpu,failure] [--sizes 8,4096,1M] [--replicas 1,2]
 //                           [--scenario idle,busy] [--reps N] [--max-sleep-us N]
+//                           [--detector off,notify,ping] [--mib N]
+//
+// --detector: put/get rows for each failure detector; rows other than "off" also give their
+//   median as a ratio to the detection-off store measured in the same run (vs_off).
+// --op failure (must come last, it kills a process): every rank stores N MiB (values of 1 MiB),
+//   the last rank dies at a time all ranks agreed on, every survivor measures how long until a
+//   call reports the failure, then all recover. Reported with the goal 2 x (detection + shrink
+//   + lost bytes at the raw put bandwidth, measured in the same run).
 #include <mpi.h>
 #include <sys/resource.h>
+
+#include <signal.h>
 
 #include <algorithm>
 #include <chrono>
@@ -43,7 +53,13 @@ struct Options {
   std::vector<std::string> scenarios = {"idle", "busy"};
   int reps = 0; // 0: chosen per size
   int max_sleep_us = -1;
+  std::vector<int> detectors = {STORE_DETECTOR_NOTIFY};
+  int mib = 16;
 };
+
+const char *detector_name(int d) {
+  return d == STORE_DETECTOR_OFF ? "off" : d == STORE_DETECTOR_PING ? "ping" : "notify";
+}
 
 std::vector<std::string> split(const std::string &s) {
   std::vector<std::string> out;
@@ -91,9 +107,19 @@ Options parse(int argc, char **argv) {
       o.reps = std::atoi(next().c_str());
     } else if (a == "--max-sleep-us") {
       o.max_sleep_us = std::atoi(next().c_str());
+    } else if (a == "--detector") {
+      o.detectors.clear();
+      for (auto &d : split(next())) {
+        o.detectors.push_back(d == "off"    ? STORE_DETECTOR_OFF
+                              : d == "ping" ? STORE_DETECTOR_PING
+                                            : STORE_DETECTOR_NOTIFY);
+      }
+    } else if (a == "--mib") {
+      o.mib = std::atoi(next().c_str());
     } else {
-      std::fprintf(stderr, "usage: store_bench [--op put,get,cpu] [--sizes 8,4K,1M] [--replicas 1,2] "
-                           "[--scenario idle,busy] [--reps N] [--max-sleep-us N]\n");
+      std::fprintf(stderr, "usage: store_bench [--op put,get,cpu,failure] [--sizes 8,4K,1M] [--replicas 1,2] "
+                           "[--scenario idle,busy] [--reps N] [--max-sleep-us N] [--detector off,notify,ping] "
+                           "[--mib N]\n");
       MPI_Abort(MPI_COMM_WORLD, 2);
     }
   }
@@ -172,6 +198,8 @@ struct Row {
   int replicas, np, reps;
   Stats store, raw;
   double idle_median = 0; // busy rows: the idle-target store median of the same point
+  int detector = STORE_DETECTOR_NOTIFY;
+  double off_median = 0; // the same point with detection off, if measured
 };
 
 void emit(const Row &r) {
@@ -186,6 +214,9 @@ void emit(const Row &r) {
               ratio > 0 ? 1.0 / ratio : 0.0);
   if (r.scenario == "busy")
     std::printf(",\"idle_median_us\":%.3f,\"busy_vs_idle\":%.3f", r.idle_median, r.store.median / r.idle_median);
+  std::printf(",\"detector\":\"%s\"", detector_name(r.detector));
+  if (r.off_median > 0)
+    std::printf(",\"off_median_us\":%.3f,\"vs_off\":%.3f", r.off_median, r.store.median / r.off_median);
   std::printf("}\n");
   std::fflush(stdout);
 }
@@ -206,6 +237,98 @@ std::vector<int> holders_of(store_t s, store_key_t k) {
   std::vector<int> h(static_cast<std::size_t>(impl->placement().replicas()));
   impl->placement().holders(k, h);
   return h;
+}
+
+// Stores opt.mib MiB per rank, kills the last rank, measures detection on every survivor and
+// the recovery. The last rank never returns from here.
+void run_failure(const Options &opt, RawWindow &raw, int rank, int np) {
+  constexpr std::size_t kValue = 1 << 20;
+  std::vector<char> value(kValue, 7);
+  // Raw put bandwidth of this machine, measured now: 1 MiB puts from rank 0 to rank 1.
+  double raw_bw = 0;
+  if (rank == 0 && np > 1) {
+    std::vector<double> t;
+    for (int i = 0; i < 20; ++i) {
+      const double t0 = now_us();
+      raw.put({1}, value.data(), kValue);
+      t.push_back(now_us() - t0);
+    }
+    raw_bw = static_cast<double>(kValue) / (1 << 20) / (stats(t).median * 1e-6);
+  }
+  MPI_Bcast(&raw_bw, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+
+  store_config_t cfg;
+  store_config_init(&cfg);
+  cfg.replicas = std::min(opt.replicas.front(), np - 1);
+  cfg.detector = opt.detectors.front();
+  store_t s = nullptr;
+  if (store_init(MPI_COMM_WORLD, &cfg, &s) != STORE_OK) MPI_Abort(MPI_COMM_WORLD, 3);
+  for (int i = 0; i < opt.mib; ++i) {
+    if (store_put(s, static_cast<store_key_t>(rank) * 100000 + static_cast<store_key_t>(i), value.data(), kValue) !=
+        STORE_OK) {
+      MPI_Abort(MPI_COMM_WORLD, 4);
+    }
+  }
+  // Every process of one node reads the same CLOCK_MONOTONIC: the death happens at an agreed
+  // instant, and each survivor times its own detection from it.
+  double kill_at = now_us() + 30000;
+  MPI_Bcast(&kill_at, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (rank == np - 1) {
+    while (now_us() < kill_at) {
+    }
+    raise(SIGKILL);
+  }
+  double detected = 0;
+  std::vector<char> small(16);
+  for (;;) {
+    size_t len = 0;
+    const store_status_t st = store_get(s, static_cast<store_key_t>(rank) * 100000, small.data(), small.size(), &len);
+    if (st == STORE_ERR_PROC_FAILED) {
+      detected = now_us();
+      break;
+    }
+    if (now_us() > kill_at + 30e6) MPI_Abort(MPI_COMM_WORLD, 5); // a hang would be a bug
+    // An application checks between pieces of work; a tight spin would only starve the helper
+    // threads and the runtime's daemon of the cores they need to notice the death.
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+  const double detect_ms = (detected - kill_at) * 1e-3;
+  MPI_Comm comm = MPI_COMM_NULL;
+  store_status_t rs;
+  do {
+    rs = store_recover(s, &comm);
+  } while (rs == STORE_ERR_RECOVER_AGAIN);
+  const double recovered = now_us();
+  store_recovery_t rep;
+  store_recovery_init(&rep);
+  store_last_recovery(s, &rep);
+  int survivors = 0, me = 0;
+  MPI_Comm_size(comm, &survivors);
+  MPI_Comm_rank(comm, &me);
+  std::vector<double> all(static_cast<std::size_t>(survivors));
+  MPI_Gather(&detect_ms, 1, MPI_DOUBLE, all.data(), 1, MPI_DOUBLE, 0, comm);
+  double total_ms = (recovered - kill_at) * 1e-3, worst_total = 0;
+  MPI_Reduce(&total_ms, &worst_total, 1, MPI_DOUBLE, MPI_MAX, 0, comm);
+  if (me == 0) {
+    std::sort(all.begin(), all.end());
+    const double detect_max = all.back(), detect_med = all[all.size() / 2];
+    const double lost_ms = static_cast<double>(rep.bytes_lost) / (1 << 20) / raw_bw * 1e3;
+    const double goal_ms = 2 * (detect_max + rep.shrink_seconds * 1e3 + lost_ms);
+    std::printf("{\"op\":\"failure\",\"np\":%d,\"replicas\":%d,\"detector\":\"%s\",\"mib_per_rank\":%d,"
+                "\"detect_ms_median\":%.2f,\"detect_ms_max\":%.2f,\"recover_ms\":%.2f,\"shrink_ms\":%.2f,"
+                "\"window_ms\":%.2f,\"rereplicate_ms\":%.2f,\"kill_to_recovered_ms\":%.2f,\"bytes_lost\":%llu,"
+                "\"bytes_moved\":%llu,\"keys_repaired\":%llu,\"keys\":%llu,\"raw_bw_MiBps\":%.0f,"
+                "\"lost_at_raw_bw_ms\":%.2f,\"goal_ms\":%.2f,\"within_goal\":%s}\n",
+                np, cfg.replicas, detector_name(cfg.detector), opt.mib, detect_med, detect_max, rep.total_seconds * 1e3,
+                rep.shrink_seconds * 1e3, rep.window_seconds * 1e3, rep.rereplicate_seconds * 1e3, worst_total,
+                (unsigned long long)rep.bytes_lost, (unsigned long long)rep.bytes_moved,
+                (unsigned long long)rep.keys_repaired, (unsigned long long)rep.keys, raw_bw, lost_ms, goal_ms,
+                worst_total <= goal_ms ? "true" : "false");
+    std::fflush(stdout);
+  }
+  store_finalize(&s);
+  MPI_Comm_free(&comm);
 }
 
 } // namespace
@@ -231,40 +354,72 @@ int main(int argc, char **argv) {
   }();
 
   for (int r : opt.replicas) {
-    if (!want) break;
-    if (r > np || (r == np && np > 1)) continue; // rank 0 must not hold a copy
-    store_config_t cfg;
-    store_config_init(&cfg);
-    cfg.replicas = r;
-    if (opt.max_sleep_us >= 0) cfg.helper_max_sleep_us = opt.max_sleep_us;
-    store_t s = nullptr;
-    if (store_init(MPI_COMM_WORLD, &cfg, &s) != STORE_OK) {
-      if (rank == 0) std::fprintf(stderr, "store_bench: store_init failed for r=%d\n", r);
-      continue;
-    }
-    for (const std::string &op : opt.ops) {
-      if (op != "put" && op != "get") continue;
-      for (std::size_t size : opt.sizes) {
-        const store_key_t key = remote_key(s, size + 7 * static_cast<std::size_t>(r));
-        const std::vector<int> targets = holders_of(s, key);
-        const int reps = reps_for(opt, size);
-        // Creates the slots (and, for gets, the read grant): not part of the measurement.
-        if (rank == 0) {
-          store_put(s, key, buf.data(), size);
-          std::size_t len = 0;
-          store_get(s, key, rbuf.data(), rbuf.size(), &len);
-        }
-        double idle_median = 0;
-        for (const std::string &scenario : opt.scenarios) {
-          Row row{op, scenario, size, r, np, reps, {}, {}, 0};
-          std::vector<double> ts, tr;
-          if (scenario == "idle") {
-            MPI_Barrier(MPI_COMM_WORLD);
-            if (rank == 0) {
-              for (int pass = 0; pass < 2; ++pass) { // pass 0 warms up
-                ts.clear();
-                tr.clear();
-                for (int i = 0; i < reps; ++i) {
+    for (int det : opt.detectors) {
+      if (!want) break;
+      if (r > np || (r == np && np > 1)) continue; // rank 0 must not hold a copy
+      store_config_t cfg;
+      store_config_init(&cfg);
+      cfg.replicas = r;
+      cfg.detector = det;
+      if (opt.max_sleep_us >= 0) cfg.helper_max_sleep_us = opt.max_sleep_us;
+      store_t s = nullptr;
+      if (store_init(MPI_COMM_WORLD, &cfg, &s) != STORE_OK) {
+        if (rank == 0) std::fprintf(stderr, "store_bench: store_init failed for r=%d\n", r);
+        continue;
+      }
+      for (const std::string &op : opt.ops) {
+        if (op != "put" && op != "get") continue;
+        for (std::size_t size : opt.sizes) {
+          const store_key_t key = remote_key(s, size + 7 * static_cast<std::size_t>(r));
+          const std::vector<int> targets = holders_of(s, key);
+          const int reps = reps_for(opt, size);
+          // Creates the slots (and, for gets, the read grant): not part of the measurement.
+          if (rank == 0) {
+            store_put(s, key, buf.data(), size);
+            std::size_t len = 0;
+            store_get(s, key, rbuf.data(), rbuf.size(), &len);
+          }
+          double idle_median = 0;
+          for (const std::string &scenario : opt.scenarios) {
+            Row row{op, scenario, size, r, np, reps, {}, {}, 0, det, 0};
+            std::vector<double> ts, tr;
+            if (scenario == "idle") {
+              MPI_Barrier(MPI_COMM_WORLD);
+              if (rank == 0) {
+                for (int pass = 0; pass < 2; ++pass) { // pass 0 warms up
+                  ts.clear();
+                  tr.clear();
+                  for (int i = 0; i < reps; ++i) {
+                    double t0 = now_us();
+                    if (op == "put") {
+                      store_put(s, key, buf.data(), size);
+                    } else {
+                      std::size_t len = 0;
+                      store_get(s, key, rbuf.data(), rbuf.size(), &len);
+                    }
+                    double t1 = now_us();
+                    if (op == "put")
+                      raw.put(targets, buf.data(), size);
+                    else
+                      raw.get(targets[0], rbuf.data(), size);
+                    double t2 = now_us();
+                    ts.push_back(t1 - t0);
+                    tr.push_back(t2 - t1);
+                  }
+                }
+              }
+              MPI_Barrier(MPI_COMM_WORLD);
+            } else {
+              // Targets compute without MPI long enough for rank 0 to finish all repetitions.
+              double budget_ms = 0;
+              if (rank == 0) budget_ms = std::max(300.0, 4 * idle_median * reps / 1000 + 100);
+              MPI_Bcast(&budget_ms, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+              MPI_Barrier(MPI_COMM_WORLD);
+              if (rank == 0) {
+                // Give the targets' helpers time to cool down to their idle sleep first.
+                std::this_thread::sleep_for(std::chrono::milliseconds(20));
+                const double until = now_us() + (budget_ms - 40) * 1000;
+                for (int i = 0; i < reps && now_us() < until; ++i) {
                   double t0 = now_us();
                   if (op == "put") {
                     store_put(s, key, buf.data(), size);
@@ -272,66 +427,43 @@ int main(int argc, char **argv) {
                     std::size_t len = 0;
                     store_get(s, key, rbuf.data(), rbuf.size(), &len);
                   }
-                  double t1 = now_us();
-                  if (op == "put")
-                    raw.put(targets, buf.data(), size);
-                  else
-                    raw.get(targets[0], rbuf.data(), size);
-                  double t2 = now_us();
-                  ts.push_back(t1 - t0);
-                  tr.push_back(t2 - t1);
+                  ts.push_back(now_us() - t0);
                 }
+              } else {
+                compute_for(budget_ms);
               }
+              MPI_Barrier(MPI_COMM_WORLD);
             }
-            MPI_Barrier(MPI_COMM_WORLD);
-          } else {
-            // Targets compute without MPI long enough for rank 0 to finish all repetitions.
-            double budget_ms = 0;
-            if (rank == 0) budget_ms = std::max(300.0, 4 * idle_median * reps / 1000 + 100);
-            MPI_Bcast(&budget_ms, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
-            MPI_Barrier(MPI_COMM_WORLD);
             if (rank == 0) {
-              // Give the targets' helpers time to cool down to their idle sleep first.
-              std::this_thread::sleep_for(std::chrono::milliseconds(20));
-              const double until = now_us() + (budget_ms - 40) * 1000;
-              for (int i = 0; i < reps && now_us() < until; ++i) {
-                double t0 = now_us();
-                if (op == "put") {
-                  store_put(s, key, buf.data(), size);
-                } else {
-                  std::size_t len = 0;
-                  store_get(s, key, rbuf.data(), rbuf.size(), &len);
+              row.store = stats(ts);
+              if (scenario == "idle") {
+                row.raw = stats(tr);
+                idle_median = row.store.median;
+              } else {
+                // The raw baseline of a busy target waits for the whole compute phase (no helper);
+                // the busy row is compared with the idle raw baseline and the idle store run.
+                for (const Row &prev : rows) {
+                  if (prev.op == op && prev.size == size && prev.replicas == r && prev.scenario == "idle")
+                    row.raw = prev.raw;
                 }
-                ts.push_back(now_us() - t0);
+                row.idle_median = idle_median;
               }
-            } else {
-              compute_for(budget_ms);
-            }
-            MPI_Barrier(MPI_COMM_WORLD);
-          }
-          if (rank == 0) {
-            row.store = stats(ts);
-            if (scenario == "idle") {
-              row.raw = stats(tr);
-              idle_median = row.store.median;
-            } else {
-              // The raw baseline of a busy target waits for the whole compute phase (no helper);
-              // the busy row is compared with the idle raw baseline and the idle store run.
+              row.reps = static_cast<int>(ts.size());
               for (const Row &prev : rows) {
-                if (prev.op == op && prev.size == size && prev.replicas == r && prev.scenario == "idle")
-                  row.raw = prev.raw;
+                if (prev.op == op && prev.size == size && prev.replicas == r && prev.scenario == scenario &&
+                    prev.detector == STORE_DETECTOR_OFF && det != STORE_DETECTOR_OFF) {
+                  row.off_median = prev.store.median;
+                }
               }
-              row.idle_median = idle_median;
+              rows.push_back(row);
+              emit(row);
             }
-            row.reps = static_cast<int>(ts.size());
-            rows.push_back(row);
-            emit(row);
           }
         }
       }
+      MPI_Barrier(MPI_COMM_WORLD);
+      store_finalize(&s);
     }
-    MPI_Barrier(MPI_COMM_WORLD);
-    store_finalize(&s);
   }
 
   // Helper CPU cost: every rank keeps a store, makes no calls for 2 s, and reports how much CPU
@@ -365,6 +497,11 @@ int main(int argc, char **argv) {
       MPI_Barrier(MPI_COMM_WORLD);
       store_finalize(&s);
     }
+  }
+
+  if (std::find(opt.ops.begin(), opt.ops.end(), "failure") != opt.ops.end()) {
+    run_failure(opt, raw, rank, np);
+    (void)raw_window.release(); // it spans the dead process: left to MPI_Finalize
   }
 
   if (rank == 0 && !rows.empty()) {

@@ -107,6 +107,86 @@ std::vector<std::vector<std::byte>> exchange(MPI_Comm comm, const std::vector<st
   return in;
 }
 
+// A piece of memory to send from or receive into.
+struct Piece {
+  std::byte *at;
+  std::size_t bytes;
+};
+
+// Moves every send piece to the matching receive piece (the i-th piece sent to a process lands
+// in the i-th piece it receives from us), with no copy of ours: MPI reads and writes the slots
+// through datatypes of absolute addresses. Collective. Rounds keep each process pair's share
+// of a round below 1 GiB, so that datatype sizes stay within int.
+void move_pieces(MPI_Comm comm, const std::vector<std::vector<Piece>> &sends,
+                 const std::vector<std::vector<Piece>> &receives) {
+  const std::size_t n = sends.size();
+  constexpr std::size_t kRound = std::size_t{1} << 30;
+  // Split pieces larger than a round, then deal them into rounds in order; both sides cut the
+  // same way because they see the same sequence of lengths.
+  const auto cut = [&](const std::vector<Piece> &pieces) {
+    std::vector<std::vector<Piece>> rounds(1);
+    std::size_t in_round = 0;
+    for (Piece p : pieces) {
+      do {
+        const std::size_t part = std::min(p.bytes, kRound);
+        if (in_round + part > kRound && in_round > 0) {
+          rounds.emplace_back();
+          in_round = 0;
+        }
+        rounds.back().push_back(Piece{p.at, part});
+        in_round += part;
+        p.at += part;
+        p.bytes -= part;
+      } while (p.bytes > 0);
+    }
+    return rounds;
+  };
+  std::vector<std::vector<std::vector<Piece>>> out(n), in(n);
+  long long rounds = 1, all_rounds = 1;
+  for (std::size_t d = 0; d < n; ++d) {
+    out[d] = cut(sends[d]);
+    in[d] = cut(receives[d]);
+    rounds = std::max<long long>({rounds, static_cast<long long>(out[d].size()), static_cast<long long>(in[d].size())});
+  }
+  check_recovery(MPI_Allreduce(&rounds, &all_rounds, 1, MPI_LONG_LONG, MPI_MAX, comm), "MPI_Allreduce");
+  const auto type_of = [](const std::vector<std::vector<Piece>> &rs, long long round, MPI_Datatype *t) {
+    std::vector<int> lengths;
+    std::vector<MPI_Aint> displs;
+    if (round < static_cast<long long>(rs.size())) {
+      for (const Piece &p : rs[static_cast<std::size_t>(round)]) {
+        if (p.bytes == 0) continue;
+        lengths.push_back(static_cast<int>(p.bytes));
+        MPI_Aint a;
+        MPI_Get_address(p.at, &a);
+        displs.push_back(a);
+      }
+    }
+    if (lengths.empty()) {
+      *t = MPI_BYTE;
+      return 0;
+    }
+    check_mpi(MPI_Type_create_hindexed(static_cast<int>(lengths.size()), lengths.data(), displs.data(), MPI_BYTE, t),
+              "MPI_Type_create_hindexed");
+    check_mpi(MPI_Type_commit(t), "MPI_Type_commit");
+    return 1;
+  };
+  for (long long round = 0; round < all_rounds; ++round) {
+    std::vector<int> scount(n), rcount(n), zero(n, 0);
+    std::vector<MPI_Datatype> stype(n), rtype(n);
+    for (std::size_t d = 0; d < n; ++d) {
+      scount[d] = type_of(out[d], round, &stype[d]);
+      rcount[d] = type_of(in[d], round, &rtype[d]);
+    }
+    const int rc = MPI_Alltoallw(MPI_BOTTOM, scount.data(), zero.data(), stype.data(), MPI_BOTTOM, rcount.data(),
+                                 zero.data(), rtype.data(), comm);
+    for (std::size_t d = 0; d < n; ++d) {
+      if (scount[d] > 0) MPI_Type_free(&stype[d]);
+      if (rcount[d] > 0) MPI_Type_free(&rtype[d]);
+    }
+    check_recovery(rc, "MPI_Alltoallw");
+  }
+}
+
 template <class T> void append(std::vector<std::byte> &buf, const T &v) {
   const auto *p = reinterpret_cast<const std::byte *>(&v);
   buf.insert(buf.end(), p, p + sizeof v);
@@ -135,6 +215,7 @@ store_status_t Store::recover(MPI_Comm *new_comm) {
     rereplicate(&rerep_s);
     RMASTORE_FAULT_POINT("recover.after_rereplicate");
     if (!agree(comm_, true)) throw StoreError(STORE_ERR_RECOVER_AGAIN, "a process failed at the end of recovery");
+    start_helper();
     if (new_comm != nullptr) {
       check_mpi(MPI_Comm_dup(comm_, new_comm), "MPI_Comm_dup");
       MPI_Comm_set_errhandler(*new_comm, MPI_ERRORS_RETURN);
@@ -406,20 +487,18 @@ void Store::rereplicate(double *seconds) {
   }
   const auto my_orders = exchange(comm_, orders);
 
-  // 3. Carry out the orders: pack copies for their new holders and mark lost keys first, then
-  // drop, since a copy may be sent from a slot that is dropped afterwards (a pending value
-  // that rolls forward).
-  std::vector<std::vector<std::byte>> data(n);
+  // 3. Mark lost keys, and describe the copies to send, without copying them: each goes
+  // straight from its slot here to its new slot at the destination (step 4).
+  std::vector<std::vector<Piece>> sends(n);
+  std::vector<std::vector<std::byte>> headers(n);
   std::uint64_t bytes_moved = 0;
   {
     std::lock_guard lk(table_mutex_);
     for (const auto &buf : my_orders) {
       for (const Order &o : unpack<Order>(buf)) {
         const SlotId id{o.key, static_cast<Ns>(o.ns)};
-        auto it = table_.find(id);
-        if (o.kind == Order::kDrop) {
-          continue;
-        } else if (o.kind == Order::kMarkLost) {
+        if (o.kind == Order::kMarkLost) {
+          auto it = table_.find(id);
           if (it == table_.end()) {
             HeldSlot fresh;
             fresh.block = allocator_->allocate(config_.initial_slot_size, id.key, id.ns);
@@ -427,46 +506,32 @@ void Store::rereplicate(double *seconds) {
           }
           const SlotHeader l = lost_header(it->second.block.capacity, id.key, id.ns);
           std::memcpy(it->second.block.base, &l, sizeof l);
-        } else {
-          // kSend: from our copy in slot (key, from_ns), possibly a pending value that rolls
-          // forward, to the destination's slot (key, ns).
+        } else if (o.kind == Order::kSend) {
+          // From our copy in slot (key, from_ns), possibly a pending value that rolls forward,
+          // to the destination's slot (key, ns), where it goes into the first half.
           auto src = table_.find(SlotId{o.key, static_cast<Ns>(o.from_ns)});
           if (src == table_.end()) continue;
           SlotHeader h;
           std::memcpy(&h, src->second.block.base, sizeof h);
           const std::byte *value = src->second.block.base + value_offset(h, src->second.block.capacity);
-          // Sent as if in the first half of a slot of the destination namespace, which is where
-          // the receiver puts it.
           h.flags = make_flags(flag_bits(h.flags) & ~kFlagHalfB, id.ns, id.ns == Ns::kPending ? flags_tx(h.flags) : 0);
           h.checksum = in_place(h.length) ? slot_checksum(h, value) : header_checksum(h);
-          auto &out = data[static_cast<std::size_t>(o.to)];
-          append(out, h);
-          out.insert(out.end(), value, value + h.length);
+          sends[static_cast<std::size_t>(o.to)].push_back(Piece{const_cast<std::byte *>(value), h.length});
+          append(headers[static_cast<std::size_t>(o.to)], h);
           bytes_moved += h.length;
         }
       }
     }
-    for (const auto &buf : my_orders) {
-      for (const Order &o : unpack<Order>(buf)) {
-        if (o.kind != Order::kDrop) continue;
-        auto it = table_.find(SlotId{o.key, static_cast<Ns>(o.ns)});
-        if (it == table_.end()) continue;
-        allocator_->release(it->second.block);
-        table_.erase(it);
-      }
-    }
   }
-  const auto incoming = exchange(comm_, data);
+  const auto incoming = exchange(comm_, headers);
 
-  // 4. Install the copies we received.
+  // 4. Make room for what comes, move every value in one collective, then write the headers.
+  std::vector<std::vector<Piece>> receives(n);
+  std::vector<std::pair<std::byte *, SlotHeader>> installs;
   {
     std::lock_guard lk(table_mutex_);
-    for (const auto &buf : incoming) {
-      std::size_t off = 0;
-      while (off + sizeof(SlotHeader) <= buf.size()) {
-        SlotHeader h;
-        std::memcpy(&h, buf.data() + off, sizeof h);
-        off += sizeof h;
+    for (std::size_t src = 0; src < n; ++src) {
+      for (const SlotHeader &h : unpack<SlotHeader>(incoming[src])) {
         const SlotId id{h.key, flags_ns(h.flags)};
         auto it = table_.find(id);
         if (it != table_.end() && it->second.block.capacity < h.length) {
@@ -480,9 +545,25 @@ void Store::rereplicate(double *seconds) {
           it = table_.emplace(id, std::move(fresh)).first;
         }
         std::byte *base = it->second.block.base;
-        std::memcpy(base + kHeaderBytes, buf.data() + off, h.length);
-        std::memcpy(base + kWriterOffset, reinterpret_cast<const std::byte *>(&h) + kWriterOffset, kWriterBytes);
-        off += h.length;
+        receives[src].push_back(Piece{base + kHeaderBytes, h.length});
+        installs.emplace_back(base, h);
+      }
+    }
+  }
+  move_pieces(comm_, sends, receives);
+  {
+    std::lock_guard lk(table_mutex_);
+    for (const auto &[base, h] : installs) {
+      std::memcpy(base + kWriterOffset, reinterpret_cast<const std::byte *>(&h) + kWriterOffset, kWriterBytes);
+    }
+    // Drops last: values were read from some of these slots.
+    for (const auto &buf : my_orders) {
+      for (const Order &o : unpack<Order>(buf)) {
+        if (o.kind != Order::kDrop) continue;
+        auto it = table_.find(SlotId{o.key, static_cast<Ns>(o.ns)});
+        if (it == table_.end()) continue;
+        allocator_->release(it->second.block);
+        table_.erase(it);
       }
     }
   }

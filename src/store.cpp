@@ -134,6 +134,7 @@ std::unique_ptr<Store> Store::create(MPI_Comm comm, const Config &cfg) {
     s->allocator_ = std::make_unique<SlotAllocator>(cfg.initial_slot_size, cfg.capacity_hint,
                                                     [raw](void *p, std::size_t n) { raw->window_->attach(p, n); });
     s->build_runtime();
+    s->start_helper();
   } catch (const StoreError &e) {
     ok = false;
     failure = e.status();
@@ -156,6 +157,9 @@ void Store::build_runtime() {
   for (const SlotAllocator::Region &r : allocator_->regions()) window_->attach(r.base, r.bytes);
   bells_ = std::make_unique<Doorbells>(comm_);
   helper_ = std::make_unique<Helper>(ctrl_, *bells_, *failures_, config_.detector, config_.helper_max_sleep_us);
+}
+
+void Store::start_helper() {
   helper_->start([this](const CtrlMsg &m, int src) { on_helper_message(m, src); });
 }
 

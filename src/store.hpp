@@ -107,8 +107,11 @@ private:
   // Throws STORE_ERR_PROC_FAILED if a failure is known: the store needs store_recover.
   void require_healthy() const;
 
-  // Communicators, window, doorbells, helper for the current set of processes.
+  // Communicators, window, doorbells, helper for the current set of processes. The helper
+  // thread starts separately: during re-replication it would only compete with the collectives
+  // for MPI's progress engine (measured: a 20 MiB alltoallv took 400 ms instead of 20 ms).
   void build_runtime();
+  void start_helper();
   void stop_runtime();
   std::vector<int> holders_of(const SlotId &id) const;
 

@@ -238,16 +238,24 @@ public:
       if (owner_[static_cast<std::size_t>(r)] != me_) continue;
       for (int k = 0; k < opt_.keys; ++k) mine.emplace_back(r, k);
     }
-    if (tx) CHECK(store_tx_begin(s_) == STORE_OK, "tx_begin");
+    if (tx) {
+      const store_status_t st = store_tx_begin(s_);
+      if (st != STORE_OK) {
+        CHECK(st == STORE_ERR_PROC_FAILED, "tx_begin: %s", store_strerror(st));
+        return false; // a failure is known already
+      }
+    }
     for (auto [r, k] : mine) {
       const store_key_t key = key_of(r, k);
       const auto v = make_value(key, version, length_of(key, version));
       record(r, k).inflight = version;
       const store_status_t st = store_put(s_, key, v.data(), v.size());
-      if (tx) {
-        CHECK(st == STORE_OK, "put in a transaction: %s", store_strerror(st));
-        continue;
+      if (tx && st != STORE_OK) {
+        CHECK(st == STORE_ERR_PROC_FAILED, "put in a transaction: %s", store_strerror(st));
+        CHECK(store_tx_abort(s_) == STORE_OK, "tx_abort");
+        return false;
       }
+      if (tx) continue;
       if (st != STORE_OK) {
         CHECK(st == STORE_ERR_PROC_FAILED, "put returned %s", store_strerror(st));
         return false;
