@@ -8,7 +8,7 @@ build=${RMASTORE_BUILD_DIR:-$root/build}
 out=${1:-store_bench.jsonl}
 # shellcheck source=/dev/null
 source "${RMASTORE_CACHE:-$HOME/.cache/rmastore}/mpi-env.sh"
-flags=(--with-ft ulfm --oversubscribe --bind-to none)
+flags=(--with-ft ulfm --mca async_mpi_finalize 1 --oversubscribe --bind-to none)
 [ "$(id -u)" = 0 ] && flags+=(--allow-run-as-root)
 bench() { # np, then store_bench arguments
   local np=$1
@@ -22,4 +22,14 @@ bench 2 --op put,get,cpu --sizes $all --replicas 1 --scenario idle,busy
 bench 3 --op put,get,cpu --sizes $all --replicas 2 --scenario idle,busy
 bench 4 --op put --sizes 8,4K,1M,64M --replicas 2,3 --scenario idle
 bench 8 --op put,cpu --sizes 8,4K,1M,16M --replicas 2,6 --scenario idle
+# Failure detection: the cost of each detector on put latency, against detection off.
+bench 3 --op put --sizes 8,64,4K,64K,1M --replicas 2 --scenario idle --detector off,notify,ping
+bench 8 --op put --sizes 8,4K --replicas 2 --scenario idle --detector off,notify,ping
+# Detection latency and recovery: one process dies per run.
+for np in 4 6 8; do
+  for mib in 1 16 64; do
+    bench "$np" --op failure --mib "$mib" --replicas 2
+  done
+done
+bench 8 --op failure --mib 16 --replicas 2 --detector ping
 echo "wrote $out" >&2
