@@ -198,7 +198,9 @@ store_status_t store_get(store_t store, store_key_t key, void *buf, size_t capac
 
 /**
  * Frees the store and everything it holds. Collective over the store's communicator.
- * Sets *store to NULL. A NULL *store gives STORE_ERR_HANDLE.
+ * Sets *store to NULL. A NULL *store gives STORE_ERR_HANDLE. After a process failure that
+ * store_recover has not handled it returns STORE_ERR_PROC_FAILED; the handle is dead then, and
+ * what cannot be freed without the dead process is left to MPI_Finalize.
  */
 store_status_t store_finalize(store_t *store);
 
@@ -207,8 +209,9 @@ store_status_t store_finalize(store_t *store);
  * of the store's communicator: every one of them must call it.
  *
  * Steps: revoke the store's communicators, shrink them, agree on the survivors (repeating while
- * further processes fail), free the old window without flushing or unlocking it, create a new
- * window on the survivors and attach each survivor's slot memory again, then re-replicate:
+ * further processes fail), retire the old window without flushing, unlocking or freeing it (an
+ * Open MPI defect, docs/failures.md), create a new window on the survivors and attach each
+ * survivor's slot memory again, then re-replicate:
  * every key whose copies were on failed processes gets new copies from a surviving one, so
  * that it has `replicas` copies again. Only lost copies move.
  *
