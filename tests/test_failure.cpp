@@ -389,7 +389,8 @@ public:
     CHECK(store_get_mode(s_, &mode) == STORE_OK && mode == STORE_MODE_TRANSACTION, "not in transaction mode");
     const auto v = make_value(key_of(me_, 0), 99, 10);
     CHECK(store_put(s_, key_of(me_, 0), v.data(), v.size()) == STORE_ERR_MODE, "a plain put in transaction mode");
-    CHECK(store_back_to_normal(s_) == STORE_OK, "store_back_to_normal");
+    const store_status_t bn = store_back_to_normal(s_);
+    CHECK(bn == STORE_OK, "store_back_to_normal: %s", store_strerror(bn));
     CHECK(store_get_mode(s_, &mode) == STORE_OK && mode == STORE_MODE_NORMAL, "still in transaction mode");
     int survivors = 0;
     MPI_Comm_size(comm, &survivors);
