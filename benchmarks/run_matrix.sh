@@ -14,7 +14,16 @@ bench() { # np, then store_bench arguments
   local np=$1
   shift
   echo "== np=$np $*" >&2
-  mpirun "${flags[@]}" -n "$np" "$build/benchmarks/store_bench" "$@" 2>/dev/null | grep '^{' | tee -a "$out"
+  local log
+  log=$(mktemp)
+  mpirun "${flags[@]}" -n "$np" "$build/benchmarks/store_bench" "$@" >"$log" 2>&1 || true
+  if grep -aq '^{' "$log"; then
+    grep -a '^{' "$log" | tee -a "$out"
+  else
+    echo "no result; the run printed:" >&2
+    tail -n 20 "$log" >&2
+  fi
+  rm -f "$log"
 }
 : >"$out"
 all=8,64,512,4K,64K,1M,16M,64M
@@ -22,9 +31,11 @@ bench 2 --op put,get,cpu --sizes $all --replicas 1 --scenario idle,busy
 bench 3 --op put,get,cpu --sizes $all --replicas 2 --scenario idle,busy
 bench 4 --op put --sizes 8,4K,1M,64M --replicas 2,3 --scenario idle
 bench 8 --op put,cpu --sizes 8,4K,1M,16M --replicas 2,6 --scenario idle
-# Failure detection: the cost of each detector on put latency, against detection off.
-bench 3 --op put --sizes 8,64,4K,64K,1M --replicas 2 --scenario idle --detector off,notify,ping
-bench 8 --op put --sizes 8,4K --replicas 2 --scenario idle --detector off,notify,ping
+# Failure detection: the cost of each detector on put latency against detection off, all
+# interleaved in one loop; and the helper's idle CPU with each.
+bench 3 --op detectors --sizes 8,64,4K,64K,1M --replicas 2
+bench 8 --op detectors --sizes 8,4K --replicas 2
+bench 3 --op cpu --detector off,notify,ping
 # Detection latency and recovery: one process dies per run.
 for np in 4 6 8; do
   for mib in 1 16 64; do

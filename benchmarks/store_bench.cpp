@@ -9,12 +9,13 @@
 //          thread can serve the puts.
 // Output: one JSON object per line (stdout), then a table (stderr).
 //
-//   mpirun -n 3 store_bench [--op put,get,cpu,failure] [--sizes 8,4096,1M] [--replicas 1,2]
+//   mpirun -n 3 store_bench [--op put,get,cpu,detectors,failure] [--sizes 8,4096,1M] [--replicas 1,2]
 //                           [--scenario idle,busy] [--reps N] [--max-sleep-us N]
 //                           [--detector off,notify,ping] [--mib N]
 //
-// --detector: put/get rows for each failure detector; rows other than "off" also give their
-//   median as a ratio to the detection-off store measured in the same run (vs_off).
+// --detector: put/get (and cpu) rows for each failure detector; rows other than "off" also give
+//   their median as a ratio to the detection-off store measured in the same run (vs_off).
+// --op detectors: the three detectors' put latency, interleaved repetition by repetition.
 // --op failure (must come last, it kills a process): every rank stores N MiB (values of 1 MiB),
 //   the last rank dies at a time all ranks agreed on, every survivor measures how long until a
 //   call reports the failure, then all recover. Reported with the goal 2 x (detection + shrink
@@ -269,6 +270,22 @@ void run_failure(const Options &opt, RawWindow &raw, int rank, int np) {
       MPI_Abort(MPI_COMM_WORLD, 4);
     }
   }
+  // Survivors will keep putting a key that the dying process holds a copy of: the kill catches
+  // puts in flight, and the time to the first STORE_ERR_PROC_FAILED is the bound a caller sees.
+  // Its slots are created now.
+  store_key_t aimed = static_cast<store_key_t>(rank) * 100000 + 90000;
+  {
+    auto *impl = rmastore::internal::impl(s);
+    std::vector<int> h(static_cast<std::size_t>(impl->placement().replicas()));
+    for (;; ++aimed) {
+      impl->placement().holders(aimed, h);
+      if (std::find(h.begin(), h.end(), np - 1) != h.end()) break;
+    }
+  }
+  std::vector<char> aimed_value(64 * 1024, 3);
+  if (rank != np - 1 && store_put(s, aimed, aimed_value.data(), aimed_value.size()) != STORE_OK) {
+    MPI_Abort(MPI_COMM_WORLD, 6);
+  }
   // Every process of one node reads the same CLOCK_MONOTONIC: the death happens at an agreed
   // instant, and each survivor times its own detection from it.
   double kill_at = now_us() + 30000;
@@ -280,10 +297,8 @@ void run_failure(const Options &opt, RawWindow &raw, int rank, int np) {
     raise(SIGKILL);
   }
   double detected = 0;
-  std::vector<char> small(16);
   for (;;) {
-    size_t len = 0;
-    const store_status_t st = store_get(s, static_cast<store_key_t>(rank) * 100000, small.data(), small.size(), &len);
+    const store_status_t st = store_put(s, aimed, aimed_value.data(), aimed_value.size());
     if (st == STORE_ERR_PROC_FAILED) {
       detected = now_us();
       break;
@@ -466,12 +481,62 @@ int main(int argc, char **argv) {
     }
   }
 
+  // Detector cost: one store per detector, all alive at once, and every repetition puts through
+  // each of them and the raw baseline in turn, so that drift hits all alike.
+  if (std::find(opt.ops.begin(), opt.ops.end(), "detectors") != opt.ops.end()) {
+    const int dets[] = {STORE_DETECTOR_OFF, STORE_DETECTOR_NOTIFY, STORE_DETECTOR_PING};
+    store_t st[3] = {};
+    const int r = std::min(opt.replicas.front(), np - 1 > 0 ? np - 1 : 1);
+    for (int i = 0; i < 3; ++i) {
+      store_config_t cfg;
+      store_config_init(&cfg);
+      cfg.replicas = r;
+      cfg.detector = dets[i];
+      if (store_init(MPI_COMM_WORLD, &cfg, &st[i]) != STORE_OK) MPI_Abort(MPI_COMM_WORLD, 7);
+    }
+    for (std::size_t size : opt.sizes) {
+      const store_key_t key = remote_key(st[0], size + 11); // same placement in every store
+      const std::vector<int> targets = holders_of(st[0], key);
+      const int reps = reps_for(opt, size);
+      std::vector<double> t[4];
+      if (rank == 0) {
+        for (store_t x : st) store_put(x, key, buf.data(), size);
+        for (int pass = 0; pass < 2; ++pass) {
+          for (auto &v : t) v.clear();
+          for (int i = 0; i < reps; ++i) {
+            for (int d = 0; d < 3; ++d) {
+              const double t0 = now_us();
+              store_put(st[d], key, buf.data(), size);
+              t[d].push_back(now_us() - t0);
+            }
+            const double t0 = now_us();
+            raw.put(targets, buf.data(), size);
+            t[3].push_back(now_us() - t0);
+          }
+        }
+      }
+      MPI_Barrier(MPI_COMM_WORLD);
+      if (rank == 0) {
+        for (int d = 0; d < 3; ++d) {
+          Row row{"put", "idle", size, r, np, reps, stats(t[d]), stats(t[3]), 0, dets[d], 0};
+          if (d > 0) row.off_median = stats(t[0]).median;
+          rows.push_back(row);
+          emit(row);
+        }
+      }
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    for (store_t &x : st) store_finalize(&x);
+  }
+
   // Helper CPU cost: every rank keeps a store, makes no calls for 2 s, and reports how much CPU
   // its helper thread used meanwhile.
-  if (std::find(opt.ops.begin(), opt.ops.end(), "cpu") != opt.ops.end()) {
+  for (int det : opt.detectors) {
+    if (std::find(opt.ops.begin(), opt.ops.end(), "cpu") == opt.ops.end()) break;
     store_config_t cfg;
     store_config_init(&cfg);
     cfg.replicas = 1;
+    cfg.detector = det;
     if (opt.max_sleep_us >= 0) cfg.helper_max_sleep_us = opt.max_sleep_us;
     store_t s = nullptr;
     if (store_init(MPI_COMM_WORLD, &cfg, &s) == STORE_OK) {
@@ -490,8 +555,8 @@ int main(int argc, char **argv) {
       MPI_Reduce(&pct, &mx, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
       if (rank == 0) {
         std::printf("{\"op\":\"helper_cpu\",\"np\":%d,\"scenario\":\"idle\",\"max_sleep_us\":%d,"
-                    "\"mean_pct_of_core\":%.2f,\"max_pct_of_core\":%.2f}\n",
-                    np, cfg.helper_max_sleep_us, sum / np, mx);
+                    "\"detector\":\"%s\",\"mean_pct_of_core\":%.2f,\"max_pct_of_core\":%.2f}\n",
+                    np, cfg.helper_max_sleep_us, detector_name(det), sum / np, mx);
         std::fflush(stdout);
       }
       MPI_Barrier(MPI_COMM_WORLD);

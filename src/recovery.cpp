@@ -114,76 +114,40 @@ struct Piece {
 };
 
 // Moves every send piece to the matching receive piece (the i-th piece sent to a process lands
-// in the i-th piece it receives from us), with no copy of ours: MPI reads and writes the slots
-// through datatypes of absolute addresses. Collective. Rounds keep each process pair's share
-// of a round below 1 GiB, so that datatype sizes stay within int.
+// in the i-th piece it receives from us), straight from slot to slot: one message per piece,
+// which Open MPI moves with a single copy between processes of a node (measured: 2x faster
+// than one MPI_Alltoallw over datatypes, which packs and unpacks in 32 KiB fragments).
+// Collective in effect: every process calls it with matching pieces. Point-to-point requests
+// report a failed peer as an error (ULFM), so waiting on them cannot hang.
 void move_pieces(MPI_Comm comm, const std::vector<std::vector<Piece>> &sends,
                  const std::vector<std::vector<Piece>> &receives) {
-  const std::size_t n = sends.size();
-  constexpr std::size_t kRound = std::size_t{1} << 30;
-  // Split pieces larger than a round, then deal them into rounds in order; both sides cut the
-  // same way because they see the same sequence of lengths.
-  const auto cut = [&](const std::vector<Piece> &pieces) {
-    std::vector<std::vector<Piece>> rounds(1);
-    std::size_t in_round = 0;
-    for (Piece p : pieces) {
-      do {
-        const std::size_t part = std::min(p.bytes, kRound);
-        if (in_round + part > kRound && in_round > 0) {
-          rounds.emplace_back();
-          in_round = 0;
+  constexpr std::size_t kChunk = std::size_t{1} << 30; // MPI counts are ints
+  constexpr int kTag = 77;
+  std::vector<MPI_Request> reqs;
+  const auto post = [&](const std::vector<std::vector<Piece>> &pieces, bool send) {
+    for (std::size_t peer = 0; peer < pieces.size(); ++peer) {
+      for (const Piece &p : pieces[peer]) {
+        for (std::size_t off = 0; off < p.bytes; off += kChunk) {
+          const int n = static_cast<int>(std::min(kChunk, p.bytes - off));
+          MPI_Request r;
+          const int rc = send ? MPI_Isend(p.at + off, n, MPI_BYTE, static_cast<int>(peer), kTag, comm, &r)
+                              : MPI_Irecv(p.at + off, n, MPI_BYTE, static_cast<int>(peer), kTag, comm, &r);
+          check_recovery(rc, send ? "MPI_Isend" : "MPI_Irecv");
+          reqs.push_back(r);
         }
-        rounds.back().push_back(Piece{p.at, part});
-        in_round += part;
-        p.at += part;
-        p.bytes -= part;
-      } while (p.bytes > 0);
-    }
-    return rounds;
-  };
-  std::vector<std::vector<std::vector<Piece>>> out(n), in(n);
-  long long rounds = 1, all_rounds = 1;
-  for (std::size_t d = 0; d < n; ++d) {
-    out[d] = cut(sends[d]);
-    in[d] = cut(receives[d]);
-    rounds = std::max<long long>({rounds, static_cast<long long>(out[d].size()), static_cast<long long>(in[d].size())});
-  }
-  check_recovery(MPI_Allreduce(&rounds, &all_rounds, 1, MPI_LONG_LONG, MPI_MAX, comm), "MPI_Allreduce");
-  const auto type_of = [](const std::vector<std::vector<Piece>> &rs, long long round, MPI_Datatype *t) {
-    std::vector<int> lengths;
-    std::vector<MPI_Aint> displs;
-    if (round < static_cast<long long>(rs.size())) {
-      for (const Piece &p : rs[static_cast<std::size_t>(round)]) {
-        if (p.bytes == 0) continue;
-        lengths.push_back(static_cast<int>(p.bytes));
-        MPI_Aint a;
-        MPI_Get_address(p.at, &a);
-        displs.push_back(a);
       }
     }
-    if (lengths.empty()) {
-      *t = MPI_BYTE;
-      return 0;
-    }
-    check_mpi(MPI_Type_create_hindexed(static_cast<int>(lengths.size()), lengths.data(), displs.data(), MPI_BYTE, t),
-              "MPI_Type_create_hindexed");
-    check_mpi(MPI_Type_commit(t), "MPI_Type_commit");
-    return 1;
   };
-  for (long long round = 0; round < all_rounds; ++round) {
-    std::vector<int> scount(n), rcount(n), zero(n, 0);
-    std::vector<MPI_Datatype> stype(n), rtype(n);
-    for (std::size_t d = 0; d < n; ++d) {
-      scount[d] = type_of(out[d], round, &stype[d]);
-      rcount[d] = type_of(in[d], round, &rtype[d]);
+  post(receives, false);
+  post(sends, true);
+  const int rc = MPI_Waitall(static_cast<int>(reqs.size()), reqs.data(), MPI_STATUSES_IGNORE);
+  if (rc != MPI_SUCCESS) {
+    // Some requests may still be pending toward a failed peer: cancel what can be cancelled;
+    // the recovery starts over anyway.
+    for (MPI_Request &r : reqs) {
+      if (r != MPI_REQUEST_NULL) MPI_Cancel(&r);
     }
-    const int rc = MPI_Alltoallw(MPI_BOTTOM, scount.data(), zero.data(), stype.data(), MPI_BOTTOM, rcount.data(),
-                                 zero.data(), rtype.data(), comm);
-    for (std::size_t d = 0; d < n; ++d) {
-      if (scount[d] > 0) MPI_Type_free(&stype[d]);
-      if (rcount[d] > 0) MPI_Type_free(&rtype[d]);
-    }
-    check_recovery(rc, "MPI_Alltoallw");
+    throw StoreError(STORE_ERR_RECOVER_AGAIN, "MPI_Waitall: a process failed during re-replication");
   }
 }
 
