@@ -17,8 +17,8 @@ bench() { # np, then store_bench arguments
   local log
   log=$(mktemp)
   mpirun "${flags[@]}" -n "$np" "$build/benchmarks/store_bench" "$@" >"$log" 2>&1 || true
-  if grep -aq '^{' "$log"; then
-    grep -a '^{' "$log" | tee -a "$out"
+  if grep -aq '{"op":' "$log"; then
+    grep -ao '{"op":.*}' "$log" | tee -a "$out"
   else
     echo "no result; the run printed:" >&2
     tail -n 20 "$log" >&2
