@@ -84,6 +84,7 @@ store_status_t store_config_init(store_config_t *config) {
   config->node_id = d.node_id;
   config->helper_max_sleep_us = d.helper_max_sleep_us;
   config->detector = d.detector;
+  config->recovery = d.recovery;
   return STORE_OK;
 }
 
@@ -159,6 +160,7 @@ store_status_t store_init_version(MPI_Comm comm, const store_config_t *config, s
       c.node_id = full.node_id;
       c.helper_max_sleep_us = full.helper_max_sleep_us;
       c.detector = full.detector;
+      c.recovery = full.recovery;
     }
     auto handle = std::make_unique<store_handle>();
     handle->impl = Store::create(comm, c);

@@ -2,6 +2,7 @@
 
 #include "ulfm.hpp"
 
+#include "errors.hpp"
 #include "helper.hpp"
 
 namespace rmastore::internal {
@@ -45,6 +46,23 @@ void absorb_failures(MPI_Comm comm, FailureState &state) {
   MPI_Group_free(&failed);
   int acked = 0;
   MPIX_Comm_ack_failed(comm, n, &acked);
+}
+
+// A barrier over the live processes of a communicator that may hold failed ones: they are
+// acknowledged, then the survivors agree, again if more fail meanwhile.
+void tolerant_barrier(MPI_Comm comm) {
+  for (;;) {
+    MPI_Group failed = MPI_GROUP_NULL;
+    check_mpi(MPIX_Comm_get_failed(comm, &failed), "MPIX_Comm_get_failed");
+    int n = 0, acked = 0;
+    MPI_Group_size(failed, &n);
+    MPI_Group_free(&failed);
+    check_mpi(MPIX_Comm_ack_failed(comm, n, &acked), "MPIX_Comm_ack_failed");
+    int flag = 1;
+    const int rc = MPIX_Comm_agree(comm, &flag);
+    if (rc == MPI_SUCCESS) return;
+    if (!is_failure_error(rc)) check_mpi(rc, "MPIX_Comm_agree");
+  }
 }
 
 bool is_failure_error(int rc) {

@@ -46,6 +46,10 @@ private:
 // MPI_ANY_SOURCE receive on `comm` reports only newer failures.
 void absorb_failures(MPI_Comm comm, FailureState &state);
 
+// A barrier over the live processes of `comm`, which may hold failed ones: they are
+// acknowledged, then the survivors agree, again if more fail meanwhile.
+void tolerant_barrier(MPI_Comm comm);
+
 // True for the error classes by which ULFM reports a failure or a revocation.
 bool is_failure_error(int rc);
 

@@ -53,8 +53,9 @@ Helper::~Helper() {
   if (self_ != MPI_COMM_NULL) MPI_Comm_free(&self_);
 }
 
-void Helper::start(Handler handler) {
+void Helper::start(Handler handler, std::function<void()> on_failures) {
   handler_ = std::move(handler);
+  on_failures_ = std::move(on_failures);
   running_ = true;
   thread_ = std::thread([this] { loop(); });
 }
@@ -95,6 +96,15 @@ bool Helper::poll_outgoing() {
 double Helper::cpu_seconds() const {
   if (!running_.load()) return final_cpu_seconds_.load();
   return thread_cpu_seconds(const_cast<std::thread &>(thread_).native_handle());
+}
+
+void Helper::failures_seen() {
+  if (!on_failures_) return;
+  try {
+    on_failures_();
+  } catch (const std::exception &e) {
+    std::fprintf(stderr, "rmastore: helper could not handle a failure: %s\n", e.what());
+  }
 }
 
 void Helper::serve_one(int source) {
@@ -138,6 +148,7 @@ bool Helper::poll_receive() {
     // Acknowledged even without detection, or the receive would keep reporting it.
     FailureState scratch(1);
     absorb_failures(comm_, detector_ != STORE_DETECTOR_OFF ? failures_ : scratch);
+    if (detector_ != STORE_DETECTOR_OFF) failures_seen();
     if (recv_ == MPI_REQUEST_NULL) {
       check_mpi(MPI_Irecv(&in_, sizeof in_, MPI_BYTE, MPI_ANY_SOURCE, kTagHelper, comm_, &recv_), "MPI_Irecv");
     }

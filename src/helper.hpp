@@ -36,7 +36,8 @@ public:
   Helper(const Helper &) = delete;
   Helper &operator=(const Helper &) = delete;
 
-  void start(Handler handler);
+  // `on_failures` (optional) runs on the helper thread each time it recorded new failures.
+  void start(Handler handler, std::function<void()> on_failures = {});
   // Asks the thread to exit and joins it. Needs no MPI call, so it works on a broken
   // communicator too. Called by the application thread.
   void stop();
@@ -74,6 +75,8 @@ private:
   int rank_ = 0;
   std::int64_t max_sleep_ns_;
   Handler handler_;
+  std::function<void()> on_failures_;
+  void failures_seen();
   std::thread thread_;
   std::atomic<bool> stop_requested_{false};
   std::atomic<bool> running_{false};

@@ -10,8 +10,9 @@
 namespace rmastore::internal {
 
 inline constexpr int kTagHelper = 1;
-inline constexpr int kTagReply = 2;
-inline constexpr int kTagPing = 3; // STORE_DETECTOR_PING only
+inline constexpr int kTagReply = 2;       // replies to the application thread
+inline constexpr int kTagPing = 3;        // STORE_DETECTOR_PING only
+inline constexpr int kTagRepairReply = 4; // replies to the repair thread (localized variant)
 
 enum class MsgType : std::uint32_t {
   // app -> holder helper: make the sender the key's writer, with a slot of >= `length` bytes.
@@ -26,9 +27,31 @@ enum class MsgType : std::uint32_t {
   kReply = 5,
   // app -> every helper: `key` exists (its first put is under way). Answered with kReply.
   kRegister = 6,
+  // Localized variant (locks.cpp, repair.cpp):
+  // locker -> holder helper: take the slot's lock for `owner`, with a slot of >= `length` bytes.
+  // Answered with kReply when granted (kBusy for a kTry request that would have to wait).
+  kLock = 7,
+  // locker -> holder helper: release the lock `owner` holds, or withdraw its queued request.
+  kUnlock = 8,
+  // holder helper -> coordinator helper: the slot's lock holder failed; repair the key.
+  kRepairNeeded = 9,
+  // coordinator repair thread -> every helper: every copy of `key` was lost.
+  kLost = 10,
 };
 
-enum class ReplyStatus : std::uint32_t { kOk = 0, kNotFound = 1, kNoMemory = 2, kError = 3 };
+enum class ReplyStatus : std::uint32_t { kOk = 0, kNotFound = 1, kNoMemory = 2, kError = 3, kBusy = 4 };
+
+// CtrlMsg::flags of kLock and kUnlock requests.
+inline constexpr std::uint32_t kLockTry = 1;           // answer kBusy rather than queue
+inline constexpr std::uint32_t kLockRepair = 2;        // a repair: may take over a failed holder's lock
+inline constexpr std::uint32_t kLockPending = 4;       // also make a pending slot of >= `length` bytes
+inline constexpr std::uint32_t kUnlockDropPending = 8; // free the key's pending slot
+// CtrlMsg::flags of a kLock reply.
+inline constexpr std::uint32_t kReplyValid = 1;        // the value copy is complete and untorn
+inline constexpr std::uint32_t kReplyLost = 2;         // the copy is a "lost" marker
+inline constexpr std::uint32_t kReplyHasPending = 4;   // the pending_* fields describe one
+inline constexpr std::uint32_t kReplyPendingValid = 8; // ... that is complete and untorn
+inline constexpr std::uint32_t kReplyBroken = 16;      // the lock was taken from a failed holder
 
 struct CtrlMsg {
   MsgType type{};
@@ -41,7 +64,20 @@ struct CtrlMsg {
   std::uint64_t capacity = 0; // kReply: value capacity of the slot.
   std::uint64_t version = 0;  // kReply: the copy's version.
   std::uint64_t grant = 0;    // kReply: grant number; kInvalidate: highest grant to forget.
-  std::uint64_t request = 0;  // echoed in the reply, to catch protocol mix-ups.
+  std::uint64_t request = 0;  // echoed in the reply, to tell stale replies from current ones.
+  // Localized variant.
+  std::uint64_t owner = 0; // kLock, kUnlock: the requester's lock word
+  std::uint32_t flags = 0;
+  std::int32_t reply_tag = kTagReply; // kLock: where the (possibly deferred) reply goes
+  std::uint32_t writer = 0;           // kReply to kLock: stable id in the copy's header
+  std::uint32_t pending_half = 0;     // kReply to kLock: the pending slot, as for the value
+  std::uint64_t pending_address = 0;
+  std::uint64_t pending_capacity = 0;
+  std::uint64_t pending_version = 0;
+  std::uint64_t pending_length = 0;
+  std::uint64_t pending_tx = 0;
+  std::uint32_t pending_writer = 0; // the committer
+  std::uint32_t reserved = 0;
 };
 
 } // namespace rmastore::internal

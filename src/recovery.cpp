@@ -11,6 +11,7 @@
 
 #include "errors.hpp"
 #include "fault.hpp"
+#include "repair.hpp"
 #include "store.hpp"
 
 namespace rmastore::internal {
@@ -182,6 +183,12 @@ store_status_t Store::recover(MPI_Comm *new_comm) {
   const std::int64_t t0 = Helper::now_ns();
   ++recover_attempts_;
   RMASTORE_FAULT_POINT("recover.start");
+  if (localized() && helper_ != nullptr) {
+    // Compaction. Every survivor is here before any helper stops: none is left inside a put,
+    // waiting for a helper that will not answer.
+    app_->drain();
+    tolerant_barrier(comm_);
+  }
   try {
     double shrink_s = 0, window_s = 0, rerep_s = 0;
     const int before =
@@ -199,7 +206,7 @@ store_status_t Store::recover(MPI_Comm *new_comm) {
       MPI_Comm_set_errhandler(*new_comm, MPI_ERRORS_RETURN);
     }
     ++epoch_;
-    mode_ = STORE_MODE_TRANSACTION;
+    if (!localized()) mode_ = STORE_MODE_TRANSACTION;
     tx_open_ = false;
     tx_values_.clear();
     last_recovery_.survivors = size_;
@@ -222,7 +229,7 @@ store_status_t Store::recover(MPI_Comm *new_comm) {
 void Store::shrink_and_agree(double *seconds) {
   const std::int64_t t0 = Helper::now_ns();
   stop_runtime();
-  abandoned_.clear(); // aimed at failed processes: they never complete, and the window goes
+  app_->abandoned.clear(); // aimed at failed processes: they never complete, and the window goes
   if (ctrl_ != MPI_COMM_NULL) MPIX_Comm_revoke(ctrl_);
   MPIX_Comm_revoke(comm_);
   RMASTORE_FAULT_POINT("recover.after_revoke");
@@ -266,23 +273,45 @@ void Store::rebuild_window(double *seconds) {
   }
   ids_ = std::move(ids);
   rank_of_id_ = std::move(rank_of);
+  view_failures_ = 0;
   build_runtime();
   *seconds = seconds_since(t0);
 }
 
-// Forgets every grant: numbering changed, and the writers and readers may be gone. Slots a
-// failed process could write into are moved to fresh memory and never reused, so data it sent
-// before failing cannot land in memory given to someone else.
+// Forgets every grant and lock: numbering changed, and the writers and readers may be gone.
+// Slots a failed process could write into (global: it held the write grant; localized: it held
+// the lock, or that of the key's value slot) are moved to fresh memory and never reused, so
+// data it sent before failing cannot land in memory given to someone else.
 void Store::reset_grants() {
   std::lock_guard lk(table_mutex_);
+  const auto failed_owner = [&](const SlotId &id) {
+    auto it = table_.find(id);
+    if (it == table_.end()) return false;
+    std::uint64_t owner;
+    std::memcpy(&owner, it->second.block.base + kOwnerOffset, sizeof owner);
+    if (owner == kOwnerFree || owner == kSlotRetired) return false;
+    const int oid = lock_word_id(owner);
+    return oid < 0 || static_cast<std::size_t>(oid) >= rank_of_id_.size() ||
+           rank_of_id_[static_cast<std::size_t>(oid)] < 0;
+  };
+  std::vector<SlotId> unsafe;
+  for (const auto &[id, slot] : table_) {
+    if (failed_owner(id) || (id.ns == Ns::kPending && failed_owner(SlotId{id.key, Ns::kValue}))) unsafe.push_back(id);
+  }
   for (auto &[id, slot] : table_) {
     if (slot.retired.base != nullptr) quarantined_.push_back(slot.retired);
     slot.retired = {};
-    if (slot.writer_id >= 0 && rank_of_id_[static_cast<std::size_t>(slot.writer_id)] < 0) {
+    const bool failed_writer = slot.writer_id >= 0 && rank_of_id_[static_cast<std::size_t>(slot.writer_id)] < 0;
+    if (failed_writer || std::find(unsafe.begin(), unsafe.end(), id) != unsafe.end()) {
       SlotAllocator::Block fresh = allocator_->allocate(slot.block.capacity, id.key, id.ns);
       SlotAllocator::copy_value(slot.block, fresh);
+      std::uint64_t retired = kSlotRetired;
+      std::memcpy(slot.block.base + kOwnerOffset, &retired, sizeof retired);
       quarantined_.push_back(slot.block);
       slot.block = fresh;
+    } else {
+      std::uint64_t free = kOwnerFree;
+      std::memcpy(slot.block.base + kOwnerOffset, &free, sizeof free);
     }
     slot.writer = -1;
     slot.writer_id = -1;
@@ -595,7 +624,21 @@ void Store::rereplicate(double *seconds) {
 
 void Store::last_recovery(store_recovery_t &out) const {
   out = last_recovery_;
-  out.lost_keys = lost_keys_.data();
+  if (!localized()) {
+    out.lost_keys = lost_keys_.data();
+    return;
+  }
+  // Also the keys the background repairs found lost, until they are put again.
+  {
+    std::lock_guard lk(known_mutex_);
+    lost_report_.assign(lost_known_.begin(), lost_known_.end());
+  }
+  for (store_key_t k : lost_keys_) {
+    if (!std::binary_search(lost_report_.begin(), lost_report_.end(), k)) lost_report_.push_back(k);
+  }
+  std::sort(lost_report_.begin(), lost_report_.end());
+  out.lost_count = lost_report_.size();
+  out.lost_keys = lost_report_.data();
 }
 
 } // namespace rmastore::internal

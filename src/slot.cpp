@@ -74,9 +74,13 @@ bool slot_valid(const SlotHeader &h, const void *value) {
 }
 
 bool buffered_valid(const SlotHeader &before, const SlotHeader &after) {
-  return before.version != kNoVersion && (flag_bits(before.flags) & ~kFlagHalfB) == 0 && before.state == kSlotLive &&
-         !in_place(before.length) && before.length <= before.capacity && header_checksum(before) == before.checksum &&
-         std::memcmp(&before, &after, sizeof before) == 0;
+  // The owner word may change between the two reads (a lock taken or released): only the
+  // writer's part must be the same, and the slot must not have retired.
+  return before.version != kNoVersion && (flag_bits(before.flags) & ~kFlagHalfB) == 0 && before.owner != kSlotRetired &&
+         after.owner != kSlotRetired && before.capacity == after.capacity && !in_place(before.length) &&
+         before.length <= before.capacity && header_checksum(before) == before.checksum &&
+         std::memcmp(reinterpret_cast<const unsigned char *>(&before) + kWriterOffset,
+                     reinterpret_cast<const unsigned char *>(&after) + kWriterOffset, kWriterBytes) == 0;
 }
 
 std::size_t value_offset(const SlotHeader &h, std::uint64_t capacity) {
@@ -188,7 +192,7 @@ void SlotAllocator::release(Block b) {
   if (b.base == nullptr) return;
   SlotHeader h{};
   h.capacity = b.capacity;
-  h.state = kSlotRetired;
+  h.owner = kSlotRetired;
   std::memcpy(b.base, &h, sizeof h);
   free_[static_cast<std::size_t>(std::countr_zero(b.capacity))].push_back(b.base);
 }

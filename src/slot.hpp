@@ -4,7 +4,7 @@
 // A slot is a 64-byte header followed by the value, in one or two halves of `capacity` bytes:
 //
 //   offset  0  capacity   u64  written by the holder only
-//   offset  8  state      u64  written by the holder only: kSlotLive or kSlotRetired
+//   offset  8  owner      u64  written by the holder only: the lock word (see below)
 //   offset 16  key        u64  -+
 //   offset 24  version    u64   |  written by the writer: [16, 64) and the value
 //   offset 32  length     u64   |
@@ -29,6 +29,11 @@
 //     identical, valid headers.
 // A slot that was never written holds a valid empty header (version 0, length 0), so "not found"
 // is also a validated answer.
+//
+// The owner word is the slot's lock in the localized variant (docs/design.md): 0 when free,
+// else the lock word of its holder, (stable id + 1) << 32 | epoch << 1 | agent, set and cleared
+// only by the holder's threads with atomic operations. kSlotRetired marks a slot its key gave
+// up. The global variant leaves it 0 until the slot retires.
 #pragma once
 
 #include <cstddef>
@@ -40,7 +45,7 @@ namespace rmastore::internal {
 
 struct SlotHeader {
   std::uint64_t capacity;
-  std::uint64_t state;
+  std::uint64_t owner;
   std::uint64_t key;
   std::uint64_t version;
   std::uint64_t length;
@@ -84,8 +89,19 @@ inline constexpr std::uint64_t flags_tx(std::uint64_t flags) {
 inline constexpr std::uint64_t kNoVersion = 0;
 // A retired slot was given up by its key (it moved or was freed). A reader that still had its
 // address must look the key up again rather than take the old contents for the latest value.
-inline constexpr std::uint64_t kSlotLive = 0;
+// No lock word can take this value: its id part would be 0x52455448.
+inline constexpr std::uint64_t kOwnerFree = 0;
 inline constexpr std::uint64_t kSlotRetired = 0x5245544952454421ULL; // "RETIRED!"
+inline constexpr std::size_t kOwnerOffset = offsetof(SlotHeader, owner);
+
+// Lock words: who holds a slot's lock. `agent` tells a process's application thread (0) from its
+// repair thread (1); `epoch` is the holder's store epoch (store_recover calls).
+inline constexpr std::uint64_t lock_word(int id, std::uint32_t epoch, int agent) {
+  return (std::uint64_t(id) + 1) << 32 | std::uint64_t(epoch & 0x7fffffffu) << 1 | std::uint64_t(agent & 1);
+}
+inline constexpr int lock_word_id(std::uint64_t w) {
+  return static_cast<int>((w >> 32) - 1);
+}
 
 // 64-bit checksum of a byte string; four independent lanes so that it runs near memory speed.
 std::uint64_t checksum64(const void *data, std::size_t len, std::uint64_t seed);

@@ -1,5 +1,7 @@
 #include "store.hpp"
 
+#include "ulfm.hpp"
+
 #include <algorithm>
 #include <atomic>
 #include <cstring>
@@ -8,6 +10,7 @@
 
 #include "errors.hpp"
 #include "fault.hpp"
+#include "repair.hpp"
 
 namespace rmastore::internal {
 namespace {
@@ -90,7 +93,9 @@ std::unique_ptr<Store> Store::create(MPI_Comm comm, const Config &cfg) {
     if (cfg.replicas < 1 || cfg.replicas > size || cfg.initial_slot_size == 0 ||
         cfg.initial_slot_size > STORE_MAX_VALUE_SIZE || cfg.capacity_hint > kMaxCapacityHint ||
         cfg.helper_max_sleep_us < 0 || cfg.detector < STORE_DETECTOR_NOTIFY || cfg.detector > STORE_DETECTOR_OFF ||
-        cfg.helper_max_sleep_us > 1'000'000 || cfg.node_id < -1) {
+        cfg.helper_max_sleep_us > 1'000'000 || cfg.node_id < -1 || cfg.recovery < STORE_RECOVERY_GLOBAL ||
+        cfg.recovery > STORE_RECOVERY_LOCALIZED ||
+        (cfg.recovery == STORE_RECOVERY_LOCALIZED && cfg.detector == STORE_DETECTOR_OFF)) {
       local = STORE_ERR_ARG;
     }
     // Every process learns every other's verdict and the range of each setting in one call.
@@ -108,6 +113,8 @@ std::unique_ptr<Store> Store::create(MPI_Comm comm, const Config &cfg) {
         -as64(cfg.helper_max_sleep_us),
         as64(cfg.detector),
         -as64(cfg.detector),
+        as64(cfg.recovery),
+        -as64(cfg.recovery),
         cfg.node_id >= 0 ? 1 : 0,
         cfg.node_id >= 0 ? -1 : 0,
     };
@@ -129,7 +136,7 @@ std::unique_ptr<Store> Store::create(MPI_Comm comm, const Config &cfg) {
   bool ok = true;
   store_status_t failure = STORE_OK;
   try {
-    s->placement_ = std::make_unique<Placement>(detect_nodes(s->comm_, cfg.node_id), cfg.replicas);
+    s->placement_ = std::make_shared<Placement>(detect_nodes(s->comm_, cfg.node_id), cfg.replicas);
     Store *raw = s.get();
     s->allocator_ = std::make_unique<SlotAllocator>(cfg.initial_slot_size, cfg.capacity_hint,
                                                     [raw](void *p, std::size_t n) { raw->window_->attach(p, n); });
@@ -160,12 +167,20 @@ void Store::build_runtime() {
 }
 
 void Store::start_helper() {
-  helper_->start([this](const CtrlMsg &m, int src) { on_helper_message(m, src); });
+  std::function<void()> on_fail;
+  if (localized()) on_fail = [this] { on_failures(); };
+  helper_->start([this](const CtrlMsg &m, int src) { on_helper_message(m, src); }, std::move(on_fail));
+  if (localized()) {
+    repairer_ = std::make_unique<Repairer>(*this);
+    repairer_->start();
+  }
 }
 
-// Stops the helper and drops the local parts of the runtime; the collective parts (window,
-// communicators) are freed by the caller, who knows whether that is safe.
+// Stops the repair and helper threads and drops the local parts of the runtime; the collective
+// parts (window, communicators) are freed by the caller, who knows whether that is safe.
 void Store::stop_runtime() {
+  if (repairer_) repairer_->stop();
+  repairer_.reset();
   if (helper_) helper_->stop();
   helper_.reset();
   bells_.reset();
@@ -179,7 +194,7 @@ Store::Store(MPI_Comm comm, const Config &config) : comm_(comm), config_(config)
   ids_.resize(static_cast<std::size_t>(size_));
   rank_of_id_.resize(static_cast<std::size_t>(size_));
   for (int i = 0; i < size_; ++i) ids_[static_cast<std::size_t>(i)] = rank_of_id_[static_cast<std::size_t>(i)] = i;
-  staging_.resize(kWriterBytes + kInPlaceLimit);
+  app_ = std::make_unique<Agent>(*this, 0);
   last_recovery_.struct_size = sizeof last_recovery_;
 }
 
@@ -196,12 +211,29 @@ Store::~Store() {
 }
 
 void Store::finalize() {
-  // After the barrier nobody sends a request any more, so the helpers may stop.
+  // After the barrier nobody sends a request any more, so the helpers may stop. A repair still
+  // waiting on a process whose helper stopped gives up when its own store stops.
   require_healthy();
-  check_mpi(MPI_Barrier(comm_), "MPI_Barrier");
+  app_->drain();
+  // The localized variant carries on after failures, so its communicator may hold failed
+  // processes: an agreement is the barrier that works with them.
+  const bool failed = detecting() && failures_->failures() > 0;
+  if (localized()) {
+    tolerant_barrier(comm_);
+  } else {
+    check_mpi(MPI_Barrier(comm_), "MPI_Barrier");
+  }
   stop_runtime();
-  window_->close();
-  window_.reset();
+  if (failed) {
+    // Flushing or freeing a window that spans a failed process can wait forever (see
+    // recovery.cpp): it is left to MPI_Finalize, with the memory attached to it.
+    window_->abandon();
+    window_.reset();
+    (void)allocator_.release();
+  } else {
+    window_->close();
+    window_.reset();
+  }
   {
     std::lock_guard lk(table_mutex_);
     table_.clear();
@@ -210,6 +242,69 @@ void Store::finalize() {
   check_mpi(MPI_Comm_free(&ctrl_), "MPI_Comm_free");
   check_mpi(MPI_Comm_free(&comm_), "MPI_Comm_free");
   finalized_ = true;
+}
+
+// ------------------------------------------------------------------------------------------------
+// Agents
+
+Store::Agent::Agent(Store &s, int k) : store(s), kind(k), reply_tag(k == 0 ? kTagReply : kTagRepairReply) {
+  staging.resize(kWriterBytes + kInPlaceLimit);
+}
+
+bool Store::Agent::dead(int rank) const {
+  return store.detecting() && store.failures_->dead(rank);
+}
+
+bool Store::Agent::revoked() const {
+  if (stop != nullptr && stop->load(std::memory_order_acquire)) return true;
+  if (!store.detecting()) return false;
+  return store.failures_->revoked() || (lock_view >= 0 && store.failures_->failures() != lock_view);
+}
+
+void Store::Agent::check() const {
+  store.check_helper();
+}
+
+std::uint64_t Store::Agent::lock_word() const {
+  return internal::lock_word(store.id_, store.epoch_, kind);
+}
+
+void Store::Agent::post(int dest, const CtrlMsg &msg) {
+  Outgoing &o = outbox_.emplace_back();
+  o.msg = msg;
+  o.dest = dest;
+  const int rc = MPI_Isend(&o.msg, sizeof o.msg, MPI_BYTE, dest, kTagHelper, store.ctrl_, &o.request);
+  if (rc != MPI_SUCCESS) {
+    outbox_.pop_back();
+    if (is_failure_error(rc)) return; // to a failed process: dropped
+    check_mpi(rc, "MPI_Isend");
+  }
+  store.bells_->ring(dest);
+}
+
+void Store::Agent::flush() {
+  for (auto it = outbox_.begin(); it != outbox_.end();) {
+    int done = 0;
+    const int rc = MPI_Test(&it->request, &done, MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS && !is_failure_error(rc)) check_mpi(rc, "MPI_Test");
+    if (rc == MPI_SUCCESS && !done && !dead(it->dest)) {
+      ++it;
+      continue;
+    }
+    auto next = std::next(it);
+    if (rc == MPI_SUCCESS && !done) {
+      abandoned_.splice(abandoned_.end(), outbox_, it); // MPI keeps the request, and its buffer
+    } else {
+      outbox_.erase(it);
+    }
+    it = next;
+  }
+}
+
+void Store::Agent::drain() {
+  Backoff backoff;
+  const std::int64_t give_up = Helper::now_ns() + 10'000'000'000;
+  for (flush(); !outbox_.empty() && Helper::now_ns() < give_up; flush()) backoff.pause();
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -229,6 +324,18 @@ void Store::on_helper_message(const CtrlMsg &msg, int source) {
     break;
   case MsgType::kRegister:
     on_register(msg, source);
+    break;
+  case MsgType::kLock:
+    if (auto reply = serve_lock(msg, source, false)) helper_->send(source, msg.reply_tag, *reply);
+    break;
+  case MsgType::kUnlock:
+    serve_unlock(msg, source, false);
+    break;
+  case MsgType::kRepairNeeded:
+    on_repair_needed(msg);
+    break;
+  case MsgType::kLost:
+    on_lost(msg);
     break;
   default:
     break;
@@ -358,11 +465,11 @@ void Store::dispatch_queued_locked(HeldSlot &slot) {
 // ------------------------------------------------------------------------------------------------
 // Client side
 
-std::vector<int> Store::holders_of(const SlotId &id) const {
+std::vector<int> Store::holders_of(const SlotId &id, const Placement &p) const {
   // Transaction records are placed by a hash of their key, apart from the values they name.
   const std::uint64_t where = id.ns == Ns::kTxRecord ? mix64(id.key ^ 0x7472616e73616374ULL) : id.key;
-  std::vector<int> ids(static_cast<std::size_t>(placement_->replicas()));
-  placement_->holders(where, ids);
+  std::vector<int> ids(static_cast<std::size_t>(p.replicas()));
+  p.holders(where, ids);
   std::vector<int> ranks;
   for (int i : ids) {
     if (i >= 0) ranks.push_back(rank_of_id_[static_cast<std::size_t>(i)]);
@@ -370,9 +477,40 @@ std::vector<int> Store::holders_of(const SlotId &id) const {
   return ranks;
 }
 
+std::vector<int> Store::holders_of(const SlotId &id) const {
+  std::shared_ptr<Placement> p;
+  {
+    std::lock_guard lk(view_mutex_);
+    p = placement_;
+  }
+  return holders_of(id, *p);
+}
+
+int Store::update_view() {
+  std::lock_guard lk(view_mutex_);
+  if (!localized() || failures_ == nullptr || failures_->failures() == view_failures_) return view_failures_;
+  // A new placement object: threads that hold the old one keep using it undisturbed.
+  auto next = std::make_shared<Placement>(*placement_);
+  int n = 0;
+  for (int r = 0; r < size_; ++r) {
+    if (failures_->dead(r)) {
+      next->remove(ids_[static_cast<std::size_t>(r)]);
+      ++n;
+    }
+  }
+  placement_ = std::move(next);
+  view_failures_ = n;
+  return n;
+}
+
 Store::KeyState &Store::key_state_locked(const SlotId &id) {
   auto [it, created] = cache_.try_emplace(id);
-  if (created) {
+  const int view = localized() ? update_view() : 0;
+  if (created || it->second.view != view) {
+    // Placement changed since (localized variant): the cached addresses may belong to holders
+    // that are no longer the key's.
+    it->second.holders.clear();
+    it->second.view = view;
     for (int rank : holders_of(id)) {
       HolderCache hc;
       hc.holder = rank;
@@ -431,34 +569,56 @@ void Store::install_reply(const SlotId &id, int holder, const CtrlMsg &reply, bo
   }
 }
 
-std::vector<CtrlMsg> Store::request(const SlotId &id, const std::vector<int> &holders, const CtrlMsg &msg) {
-  const std::size_t n = holders.size();
-  std::vector<CtrlMsg> out(n), replies(n);
-  std::vector<CtrlMsg> sent(n, msg);
+std::vector<CtrlMsg> Store::ask_all(Agent &a, const std::vector<Ask> &asks) {
+  const std::size_t n = asks.size();
+  std::vector<CtrlMsg> out(n), replies(n), sent(n);
   std::vector<bool> answered(n, false);
-  RequestSet rs(this); // declared after the buffers: on unwinding it waits before they go
+  RequestSet rs(&a); // declared after the buffers: on unwinding it waits before they go
+  const auto receive = [&](std::size_t i) {
+    MPI_Request rr;
+    check_mpi(MPI_Irecv(&replies[i], sizeof(CtrlMsg), MPI_BYTE, asks[i].holder, a.reply_tag, ctrl_, &rr), "MPI_Irecv");
+    rs.add(rr, asks[i].holder, RequestSet::Kind::kRecv, sizeof(CtrlMsg));
+  };
   for (std::size_t i = 0; i < n; ++i) {
-    sent[i].ns = static_cast<std::uint32_t>(id.ns);
-    sent[i].key = id.key;
-    sent[i].request = next_request_++;
-    if (holders[i] == rank_ && msg.type != MsgType::kRegister) {
-      if (auto r = serve(sent[i], rank_, true)) {
+    sent[i] = asks[i].msg;
+    sent[i].ns = static_cast<std::uint32_t>(asks[i].id.ns);
+    sent[i].key = asks[i].id.key;
+    sent[i].request = a.next_request++;
+    sent[i].reply_tag = a.reply_tag;
+    if (asks[i].holder == rank_ && sent[i].type != MsgType::kRegister) {
+      std::optional<CtrlMsg> r =
+          sent[i].type == MsgType::kLock ? serve_lock(sent[i], rank_, true) : serve(sent[i], rank_, true);
+      if (r) {
         out[i] = *r;
         answered[i] = true;
         continue;
       }
     }
-    MPI_Request rr, sr;
-    check_mpi(MPI_Irecv(&replies[i], sizeof(CtrlMsg), MPI_BYTE, holders[i], kTagReply, ctrl_, &rr), "MPI_Irecv");
-    rs.add(rr, holders[i], RequestSet::Kind::kRecv, sizeof(CtrlMsg));
-    const int rc = MPI_Isend(&sent[i], sizeof(CtrlMsg), MPI_BYTE, holders[i], kTagHelper, ctrl_, &sr);
+    receive(i);
+    MPI_Request sr;
+    const int rc = MPI_Isend(&sent[i], sizeof(CtrlMsg), MPI_BYTE, asks[i].holder, kTagHelper, ctrl_, &sr);
     if (is_failure_error(rc)) throw StoreError(STORE_ERR_PROC_FAILED, "a holder has failed");
     check_mpi(rc, "MPI_Isend");
-    rs.add(sr, holders[i], RequestSet::Kind::kSend, sizeof(CtrlMsg));
-    bells_->ring(holders[i]);
-    ++requests_sent_;
+    rs.add(sr, asks[i].holder, RequestSet::Kind::kSend, sizeof(CtrlMsg));
+    bells_->ring(asks[i].holder);
+    ++a.requests_sent;
   }
-  rs.wait_all();
+  for (;;) {
+    rs.wait_all();
+    // A reply to an earlier request that this agent stopped waiting for (a lock wait that
+    // started over) may arrive first: it is dropped, and the receive posted again.
+    bool stale = false;
+    for (std::size_t i = 0; i < n; ++i) {
+      if (answered[i] || replies[i].request == sent[i].request) continue;
+      if (replies[i].type != MsgType::kReply || replies[i].request > sent[i].request) {
+        throw StoreError(STORE_ERR_INTERNAL, "control reply does not match its request");
+      }
+      replies[i].request = 0;
+      receive(i);
+      stale = true;
+    }
+    if (!stale) break;
+  }
   for (std::size_t i = 0; i < n; ++i) {
     if (!answered[i]) out[i] = replies[i];
     if (out[i].request != sent[i].request || out[i].type != MsgType::kReply) {
@@ -466,41 +626,64 @@ std::vector<CtrlMsg> Store::request(const SlotId &id, const std::vector<int> &ho
     }
     if (out[i].status == ReplyStatus::kError)
       throw StoreError(STORE_ERR_INTERNAL, "a holder could not serve a request");
-    if (out[i].status == ReplyStatus::kOk && msg.type != MsgType::kRegister) {
+  }
+  return out;
+}
+
+std::vector<CtrlMsg> Store::request(Agent &a, const SlotId &id, const std::vector<int> &holders, const CtrlMsg &msg) {
+  std::vector<Ask> asks;
+  for (int h : holders) asks.push_back(Ask{id, h, msg});
+  std::vector<CtrlMsg> out = ask_all(a, asks);
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    if (out[i].status == ReplyStatus::kOk && (msg.type == MsgType::kAcquireWrite || msg.type == MsgType::kLookup)) {
       install_reply(id, holders[i], out[i], msg.type == MsgType::kAcquireWrite);
     }
   }
   return out;
 }
 
-void Store::check() const {
+void Store::check_helper() const {
   // Our own helper serves our requests to ourselves; if it stopped, nobody answers them.
   if (helper_->failed()) throw StoreError(STORE_ERR_MPI, "helper thread stopped: " + helper_->failure());
 }
 
 void Store::require_healthy() const {
-  if (detecting() && failures_->any()) {
+  if (!detecting()) return;
+  if (failures_->revoked()) {
+    throw StoreError(STORE_ERR_PROC_FAILED, "another process started store_recover: call store_recover");
+  }
+  if (!localized() && failures_->any()) {
     throw StoreError(STORE_ERR_PROC_FAILED, "a process of the store failed: call store_recover");
   }
 }
 
-void Store::register_key(std::uint64_t key) {
+void Store::register_key(Agent &a, std::uint64_t key) {
   {
     std::lock_guard lk(known_mutex_);
+    lost_known_.erase(key); // it has a value again
     if (known_keys_.count(key) > 0) return;
-  }
-  std::vector<int> others;
-  for (int r = 0; r < size_; ++r) {
-    if (r != rank_) others.push_back(r);
   }
   CtrlMsg m;
   m.type = MsgType::kRegister;
-  request(SlotId{key, Ns::kValue}, others, m);
+  for (int attempt = 0;; ++attempt) {
+    std::vector<int> others;
+    for (int r = 0; r < size_; ++r) {
+      if (r != rank_ && !(localized() && failures_->dead(r))) others.push_back(r);
+    }
+    try {
+      request(a, SlotId{key, Ns::kValue}, others, m);
+      break;
+    } catch (const StoreError &e) {
+      // Localized: a process that fails meanwhile needs no notice; tell the others again.
+      if (!localized() || e.status() != STORE_ERR_PROC_FAILED || failures_->revoked() || attempt > size_) throw;
+    }
+  }
   std::lock_guard lk(known_mutex_);
   known_keys_.insert(key);
 }
 
-std::vector<Store::HolderCache> Store::acquire_write(const SlotId &id, std::size_t len, std::uint64_t *version) {
+std::vector<Store::HolderCache> Store::acquire_write(Agent &a, const SlotId &id, std::size_t len,
+                                                     std::uint64_t *version) {
   for (int attempt = 0;; ++attempt) {
     std::vector<HolderCache> hcs;
     std::vector<int> need;
@@ -520,14 +703,14 @@ std::vector<Store::HolderCache> Store::acquire_write(const SlotId &id, std::size
     CtrlMsg m;
     m.type = MsgType::kAcquireWrite;
     m.length = len;
-    for (const CtrlMsg &r : request(id, need, m)) {
+    for (const CtrlMsg &r : request(a, id, need, m)) {
       if (r.status == ReplyStatus::kNoMemory) throw StoreError(STORE_ERR_NO_MEMORY, "a holder is out of memory");
       if (r.status != ReplyStatus::kOk) throw StoreError(STORE_ERR_INTERNAL, "holder refused a write grant");
     }
   }
 }
 
-void Store::ping(const std::vector<HolderCache> &hcs) {
+void Store::ping(Agent &, const std::vector<HolderCache> &hcs) {
   if (config_.detector != STORE_DETECTOR_PING) return;
   for (const HolderCache &hc : hcs) {
     if (hc.holder == rank_) continue;
@@ -552,24 +735,29 @@ void Store::put(std::uint64_t key, const void *buf, std::size_t len) {
     throw StoreError(STORE_ERR_MODE, "after store_recover, puts must be inside a transaction");
   }
   RMASTORE_FAULT_POINT("put.start");
-  const SlotId id{key, Ns::kValue};
-  std::uint64_t version = 0;
-  const std::vector<HolderCache> hcs = acquire_write(id, len, &version);
-  SlotHeader h{};
-  h.key = key;
-  h.version = version + 1;
-  h.length = len;
-  h.flags = make_flags(0, Ns::kValue);
-  write_copies(hcs, h, buf);
+  if (localized()) {
+    put_localized(key, buf, len);
+  } else {
+    const SlotId id{key, Ns::kValue};
+    std::uint64_t version = 0;
+    const std::vector<HolderCache> hcs = acquire_write(*app_, id, len, &version);
+    SlotHeader h{};
+    h.key = key;
+    h.version = version + 1;
+    h.length = len;
+    h.flags = make_flags(0, Ns::kValue);
+    write_copies(*app_, hcs, h, buf);
+  }
   // A key's first value tells everybody the key exists, so that a recovery that finds all its
   // copies gone reports it lost. Only values whose put returned are promised, so this comes
   // after the copies are written and before the put returns.
-  register_key(key);
+  register_key(*app_, key);
 }
 
-void Store::write_copies(const std::vector<HolderCache> &hcs, SlotHeader h, const void *buf) {
+std::vector<Store::HolderCache> Store::write_copies(Agent &a, const std::vector<HolderCache> &copies, SlotHeader h,
+                                                    const void *buf, bool tolerant, bool keep_writer) {
   const SlotId id{h.key, flags_ns(h.flags)};
-  {
+  if (!localized()) {
     // Taken now, not after success: if this put fails half-way, the next must not reuse the
     // version with another value (a double-buffered reader compares headers, not values).
     std::lock_guard lk(cache_mutex_);
@@ -577,10 +765,29 @@ void Store::write_copies(const std::vector<HolderCache> &hcs, SlotHeader h, cons
     ks.version = std::max(ks.version, h.version);
   }
   const std::size_t len = h.length;
-  h.epoch = epoch_;
-  h.writer = static_cast<std::uint32_t>(id_);
-  ping(hcs);
-  RequestSet rs(this);
+  if (!keep_writer) {
+    h.epoch = epoch_;
+    h.writer = static_cast<std::uint32_t>(id_);
+  }
+  std::vector<HolderCache> hcs = copies;
+  std::vector<bool> half_b(hcs.size(), false);
+  ping(a, hcs);
+  RequestSet rs(&a);
+  // Waits for the copies written so far. Tolerant: copies on processes that failed are dropped
+  // from the rest of the protocol; an error if none is left.
+  const auto complete = [&] {
+    try {
+      rs.wait_all();
+    } catch (const StoreError &e) {
+      if (!tolerant || e.status() != STORE_ERR_PROC_FAILED || failures_->revoked()) throw;
+      for (std::size_t i = hcs.size(); i-- > 0;) {
+        if (!failures_->dead(hcs[i].holder)) continue;
+        hcs.erase(hcs.begin() + static_cast<std::ptrdiff_t>(i));
+        half_b.erase(half_b.begin() + static_cast<std::ptrdiff_t>(i));
+      }
+      if (hcs.empty()) throw;
+    }
+  };
   // Writes `bytes` at `offset` of one copy: a remote one by RMA, our own by memcpy.
   const auto write = [&](const HolderCache &hc, std::size_t offset, const void *src, std::size_t bytes) {
     if (hc.holder == rank_) {
@@ -590,16 +797,17 @@ void Store::write_copies(const std::vector<HolderCache> &hcs, SlotHeader h, cons
       rs.put(*window_, hc.holder, static_cast<MPI_Aint>(hc.address + offset), src, bytes);
     }
   };
-  std::vector<bool> half_b(hcs.size(), false);
   if (in_place(len)) {
     // One put per copy: header and value side by side in a staging buffer.
     h.checksum = slot_checksum(h, buf);
-    std::memcpy(staging_.data(), reinterpret_cast<const std::byte *>(&h) + kWriterOffset, kWriterBytes);
-    if (len > 0) std::memcpy(staging_.data() + kWriterBytes, buf, len);
+    std::byte *staging = a.staging.data();
+    std::memcpy(staging, reinterpret_cast<const std::byte *>(&h) + kWriterOffset, kWriterBytes);
+    if (len > 0) std::memcpy(staging + kWriterBytes, buf, len);
     for (std::size_t i = 0; i < hcs.size(); ++i) {
       if (i > 0) RMASTORE_FAULT_POINT("put.between_copies");
-      write(hcs[i], kWriterOffset, staging_.data(), kWriterBytes + len);
+      write(hcs[i], kWriterOffset, staging, kWriterBytes + len);
     }
+    complete();
   } else {
     // The value goes to the half each copy's header does not point to; only when every copy
     // has it do the headers switch over.
@@ -608,7 +816,7 @@ void Store::write_copies(const std::vector<HolderCache> &hcs, SlotHeader h, cons
       half_b[i] = !hcs[i].half_b;
       write(hcs[i], kHeaderBytes + (half_b[i] ? hcs[i].capacity : 0), buf, len);
     }
-    rs.wait_all();
+    complete();
     RMASTORE_FAULT_POINT("put.before_switch");
     SlotHeader ha = h, hb = h;
     hb.flags |= kFlagHalfB;
@@ -618,16 +826,18 @@ void Store::write_copies(const std::vector<HolderCache> &hcs, SlotHeader h, cons
       const SlotHeader &hh = half_b[i] ? hb : ha;
       write(hcs[i], kWriterOffset, reinterpret_cast<const std::byte *>(&hh) + kWriterOffset, kWriterBytes);
     }
-    rs.wait_all();
+    complete();
   }
-  rs.wait_all();
-  std::lock_guard lk(cache_mutex_);
-  for (HolderCache &c : key_state_locked(id).holders) {
-    c.length_hint = len;
-    for (std::size_t i = 0; i < hcs.size(); ++i) {
-      if (hcs[i].holder == c.holder) c.half_b = half_b[i];
+  if (!localized()) {
+    std::lock_guard lk(cache_mutex_);
+    for (HolderCache &c : key_state_locked(id).holders) {
+      c.length_hint = len;
+      for (std::size_t i = 0; i < hcs.size(); ++i) {
+        if (hcs[i].holder == c.holder) c.half_b = half_b[i];
+      }
     }
   }
+  return hcs;
 }
 
 Store::ReadResult Store::read_local(const SlotId &id, void *buf, std::size_t capacity, std::size_t *len) {
@@ -645,7 +855,7 @@ Store::ReadResult Store::read_local(const SlotId &id, void *buf, std::size_t cap
   SlotHeader h;
   std::memcpy(&h, block.base, sizeof h);
   std::atomic_thread_fence(std::memory_order_acquire);
-  if (h.state != kSlotLive) return ReadResult::kRetry;
+  if (h.owner == kSlotRetired) return ReadResult::kRetry;
   const bool mine = h.key == key && flags_ns(h.flags) == id.ns;
   if (mine && slot_empty(h)) return ReadResult::kNotFound;
   if (mine && slot_lost(h)) return ReadResult::kLost;
@@ -671,7 +881,7 @@ Store::ReadResult Store::read_local(const SlotId &id, void *buf, std::size_t cap
   return h.length > capacity ? ReadResult::kTruncated : ReadResult::kOk;
 }
 
-Store::ReadResult Store::read_remote(const SlotId &id, const HolderCache &hc, void *buf, std::size_t capacity,
+Store::ReadResult Store::read_remote(Agent &a, const SlotId &id, const HolderCache &hc, void *buf, std::size_t capacity,
                                      std::size_t *len) {
   const std::uint64_t key = id.key;
   const MPI_Aint header_at = static_cast<MPI_Aint>(hc.address);
@@ -683,12 +893,12 @@ Store::ReadResult Store::read_remote(const SlotId &id, const HolderCache &hc, vo
                                    std::max<std::size_t>(hc.length_hint, kFirstReadBytes), kInPlaceLimit});
   }
   SlotHeader h;
-  RequestSet rs(this);
-  ping({hc});
+  RequestSet rs(&a);
+  ping(a, {hc});
   rs.get(*window_, hc.holder, header_at, &h, sizeof h);
   if (fetch > 0) rs.get(*window_, hc.holder, header_at + static_cast<MPI_Aint>(kHeaderBytes), buf, fetch);
   rs.wait_all();
-  if (h.state != kSlotLive || h.capacity != hc.capacity) return ReadResult::kStale;
+  if (h.owner == kSlotRetired || h.capacity != hc.capacity) return ReadResult::kStale;
   // Another key's slot: ours moved away and the slot was reused. Look the key up again.
   if (h.key != key || flags_ns(h.flags) != id.ns) return ReadResult::kStale;
   if (slot_empty(h)) return ReadResult::kNotFound;
@@ -724,6 +934,39 @@ Store::ReadResult Store::read_remote(const SlotId &id, const HolderCache &hc, vo
   return h.length > capacity ? ReadResult::kTruncated : ReadResult::kOk;
 }
 
+Store::ReadResult Store::read_copy(Agent &a, const SlotId &id, int holder, void *buf, std::size_t capacity,
+                                   std::size_t *len) {
+  if (holder == rank_) return read_local(id, buf, capacity, len);
+  HolderCache hc;
+  {
+    std::lock_guard lk(cache_mutex_);
+    for (const HolderCache &c : key_state_locked(id).holders) {
+      if (c.holder == holder) hc = c;
+    }
+  }
+  if (!hc.can_read) {
+    CtrlMsg m;
+    m.type = MsgType::kLookup;
+    // The reply is used for this read even if an invalidation overtook it (then it is not
+    // cached): a moved slot is marked retired, which the read below detects.
+    const CtrlMsg reply = request(a, id, {holder}, m).front();
+    if (reply.status == ReplyStatus::kNotFound) return ReadResult::kNotFound;
+    if (reply.status != ReplyStatus::kOk) throw StoreError(STORE_ERR_INTERNAL, "lookup failed");
+    hc.holder = holder;
+    hc.address = reply.address;
+    hc.capacity = reply.capacity;
+    hc.length_hint = reply.length;
+  }
+  const ReadResult r = read_remote(a, id, hc, buf, capacity, len);
+  std::lock_guard lk(cache_mutex_);
+  for (HolderCache &c : key_state_locked(id).holders) {
+    if (c.holder != holder || c.address != hc.address) continue;
+    if (r == ReadResult::kStale) c.can_read = c.can_write = false;
+    if (r == ReadResult::kOk) c.length_hint = *len;
+  }
+  return r;
+}
+
 store_status_t Store::get(std::uint64_t key, void *buf, std::size_t capacity, std::size_t *len) {
   require_healthy();
   if (tx_open_) {
@@ -736,6 +979,7 @@ store_status_t Store::get(std::uint64_t key, void *buf, std::size_t capacity, st
       return STORE_OK;
     }
   }
+  if (localized()) return get_localized(key, buf, capacity, len);
   const SlotId id{key, Ns::kValue};
   // Cheapest copy: our own, else one on our node, else the first in placement order. A reader
   // keeps to its copy while a put lands there: switching to another copy could return an older
@@ -744,7 +988,9 @@ store_status_t Store::get(std::uint64_t key, void *buf, std::size_t capacity, st
   {
     std::lock_guard lk(cache_mutex_);
     for (const HolderCache &hc : key_state_locked(id).holders) {
-      const int cost = hc.holder == rank_ ? 0 : placement_->node_of(hc.holder) == placement_->node_of(rank_) ? 1 : 2;
+      const int cost = hc.holder == rank_                                                                           ? 0
+                       : placement_->node_of(ids_[static_cast<std::size_t>(hc.holder)]) == placement_->node_of(id_) ? 1
+                                                                                                                    : 2;
       if (cost < best) {
         best = cost;
         chosen = hc.holder;
@@ -753,38 +999,7 @@ store_status_t Store::get(std::uint64_t key, void *buf, std::size_t capacity, st
   }
   Backoff backoff;
   for (;;) {
-    ReadResult r;
-    if (chosen == rank_) {
-      r = read_local(id, buf, capacity, len);
-    } else {
-      HolderCache hc;
-      {
-        std::lock_guard lk(cache_mutex_);
-        for (const HolderCache &c : key_state_locked(id).holders) {
-          if (c.holder == chosen) hc = c;
-        }
-      }
-      if (!hc.can_read) {
-        CtrlMsg m;
-        m.type = MsgType::kLookup;
-        // The reply is used for this read even if an invalidation overtook it (then it is not
-        // cached): a moved slot is marked retired, which the read below detects.
-        const CtrlMsg reply = request(id, {chosen}, m).front();
-        if (reply.status == ReplyStatus::kNotFound) return STORE_ERR_NOT_FOUND;
-        if (reply.status != ReplyStatus::kOk) throw StoreError(STORE_ERR_INTERNAL, "lookup failed");
-        hc.address = reply.address;
-        hc.capacity = reply.capacity;
-        hc.length_hint = reply.length;
-      }
-      r = read_remote(id, hc, buf, capacity, len);
-      std::lock_guard lk(cache_mutex_);
-      for (HolderCache &c : key_state_locked(id).holders) {
-        if (c.holder != chosen || c.address != hc.address) continue;
-        if (r == ReadResult::kStale) c.can_read = c.can_write = false;
-        if (r == ReadResult::kOk) c.length_hint = *len;
-      }
-    }
-    switch (r) {
+    switch (read_copy(*app_, id, chosen, buf, capacity, len)) {
     case ReadResult::kOk:
       last_read_holder_ = chosen;
       return STORE_OK;
@@ -797,6 +1012,58 @@ store_status_t Store::get(std::uint64_t key, void *buf, std::size_t capacity, st
     case ReadResult::kRetry:
     case ReadResult::kStale:
       break;
+    }
+    backoff.pause();
+  }
+}
+
+// Localized variant: a holder may have failed, or be new and not have the key yet (the repair is
+// under way): then the other holders are asked before the answer is "not found", and a key
+// this process knows existed, of which no holder has a copy, is reported lost.
+store_status_t Store::get_localized(std::uint64_t key, void *buf, std::size_t capacity, std::size_t *len) {
+  const SlotId id{key, Ns::kValue};
+  Backoff backoff;
+  for (int failed = 0;;) {
+    std::vector<std::pair<int, int>> order; // (cost, holder): cheapest first, else placement order
+    {
+      std::lock_guard lk(cache_mutex_);
+      int pos = 0;
+      for (const HolderCache &hc : key_state_locked(id).holders) {
+        const int cost = hc.holder == rank_ ? 0
+                         : placement_->node_of(ids_[static_cast<std::size_t>(hc.holder)]) == placement_->node_of(id_)
+                             ? 1
+                             : 2;
+        order.emplace_back(cost * 1024 + pos++, hc.holder);
+      }
+    }
+    std::sort(order.begin(), order.end());
+    const bool after_failure = failures_->failures() > 0;
+    bool again = false;
+    for (const auto &[cost, holder] : order) {
+      ReadResult r;
+      try {
+        r = read_copy(*app_, id, holder, buf, capacity, len);
+      } catch (const StoreError &e) {
+        // The holder failed: placement changes, and the next round reads another copy.
+        if (e.status() != STORE_ERR_PROC_FAILED || failures_->revoked() || ++failed > 2 * size_) throw;
+        again = true;
+        break;
+      }
+      if (r == ReadResult::kOk) {
+        last_read_holder_ = holder;
+        return STORE_OK;
+      }
+      if (r == ReadResult::kTruncated) return STORE_ERR_TRUNCATED;
+      if (r == ReadResult::kLost) return STORE_ERR_DATA_LOST;
+      if (r == ReadResult::kRetry || r == ReadResult::kStale) {
+        again = true;
+        break;
+      }
+      if (!after_failure) return STORE_ERR_NOT_FOUND; // kNotFound: with no failure, one answer will do
+    }
+    if (!again) {
+      std::lock_guard lk(known_mutex_);
+      return known_keys_.count(key) > 0 || lost_known_.count(key) > 0 ? STORE_ERR_DATA_LOST : STORE_ERR_NOT_FOUND;
     }
     backoff.pause();
   }
@@ -825,7 +1092,9 @@ void Store::info(store_info_t &out) const {
   out.attached_regions = allocator_ ? static_cast<int>(allocator_->regions().size()) : 0;
   out.helper_cpu_seconds = helper_ ? helper_->cpu_seconds() : 0.0;
   out.enlargements_served = enlargements_served_;
-  out.requests_sent = requests_sent_;
+  out.requests_sent = app_->requests_sent;
+  out.failed_processes = detecting() ? failures_->failures() : 0;
+  if (repairer_) repairer_->stats(out);
 }
 
 bool Store::read_local_copy(std::uint64_t key, SlotHeader &header, std::vector<std::byte> &value) const {

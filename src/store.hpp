@@ -2,11 +2,18 @@
 //
 // Roles of a process:
 //   holder - keeps copies in slots of its window memory (the slot table), and through its helper
-//            thread hands out slot addresses: a write grant to one writer per slot, read grants
-//            to any number of readers. A slot that must grow moves; before the reply, every
-//            other process that cached the old address is told to forget it and has answered.
-//   client - caches the addresses it was granted. A put whose value fits the granted slots is
-//            purely one-sided: one MPI_Rput per remote copy, no message.
+//            thread hands out slot addresses.
+//   client - an "agent" (the application thread; in the localized variant also the repair
+//            thread) that writes and reads copies with one-sided RMA.
+//
+// Two variants (store_config_t::recovery, docs/design.md):
+//   global    - the holder gives a write grant to one writer per slot, which the writer caches:
+//               a repeat put is purely one-sided. Writers of one key must not overlap. A failure
+//               stops everybody until all survivors call store_recover.
+//   localized - every put takes the lock of each copy's slot, a word in the slot header that the
+//               holder's threads set with atomic operations on the requester's behalf. Locks of
+//               failed processes are broken by repairs, which the repair thread of each process
+//               runs in the background; nobody has to stop.
 //
 // Processes have a stable id (their rank in the communicator the store was created on), which
 // placement uses, and a current rank in the store's communicator, which changes when
@@ -15,12 +22,17 @@
 
 #include <mpi.h>
 
+#include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <list>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
+#include <thread>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -43,6 +55,7 @@ struct Config {
   int node_id = -1;
   int helper_max_sleep_us = 1000;
   int detector = STORE_DETECTOR_NOTIFY;
+  int recovery = STORE_RECOVERY_GLOBAL;
 };
 
 // Largest capacity_hint accepted: it sizes address space, and 1 TiB is far beyond any node.
@@ -53,16 +66,17 @@ struct SlotId {
   std::uint64_t key;
   Ns ns;
   bool operator==(const SlotId &) const = default;
+  bool operator<(const SlotId &o) const { return key != o.key ? key < o.key : ns < o.ns; }
 };
 struct SlotIdHash {
   std::size_t operator()(const SlotId &s) const { return mix64(s.key ^ (std::uint64_t(s.ns) << 56)); }
 };
 
-class Store final : private WaitContext {
+class Store final {
 public:
   // Collective over comm. Throws StoreError with the status every process agreed on.
   static std::unique_ptr<Store> create(MPI_Comm comm, const Config &config);
-  ~Store() override;
+  ~Store();
   Store(const Store &) = delete;
   Store &operator=(const Store &) = delete;
 
@@ -87,25 +101,63 @@ public:
   bool read_local_copy(std::uint64_t key, SlotHeader &header, std::vector<std::byte> &value) const;
   // For tests: the holder whose copy the last successful get returned (current rank).
   int last_read_holder() const { return last_read_holder_; }
-  // For tests: current ranks of the holders of `key`, best first.
+  // For tests: current ranks of the holders of `key`, best first (failed processes left out).
   std::vector<int> holders(std::uint64_t key) const { return holders_of(SlotId{key, Ns::kValue}); }
   const Placement &placement() const { return *placement_; }
   int rank() const { return rank_; }
   int size() const { return size_; }
   int stable_id() const { return id_; }
+  bool localized() const { return config_.recovery == STORE_RECOVERY_LOCALIZED; }
 
 private:
   Store(MPI_Comm comm, const Config &config);
+  class Repairer;
 
-  // ---- WaitContext: what waits need to know ----
-  bool dead(int rank) const override { return detecting() && failures_->dead(rank); }
-  bool revoked() const override { return detecting() && failures_->revoked(); }
-  void abandon(MPI_Request r) override { abandoned_.push_back(r); }
-  void check() const override;
-  Doorbells *bells() const override { return bells_.get(); }
+  // A client thread's state: its reply tag, request numbers, staging buffer, and the messages
+  // it sent without waiting for them. Also what its waits need to know about the others.
+  class Agent final : public WaitContext {
+  public:
+    Agent(Store &store, int kind);
+    bool dead(int rank) const override;
+    bool revoked() const override;
+    void abandon(MPI_Request r) override { abandoned.push_back(r); }
+    void check() const override;
+    Doorbells *bells() const override { return store.bells_.get(); }
+    // Sends `msg` to `dest`'s helper without waiting; completed by later calls of flush().
+    void post(int dest, const CtrlMsg &msg);
+    // Completes what post() sent, without waiting: sends to failed processes are dropped.
+    void flush();
+    // Waits (bounded by failure detection) until everything post() sent has completed.
+    void drain();
+    std::uint64_t lock_word() const;
+
+    Store &store;
+    int kind;      // 0: application thread, 1: repair thread
+    int reply_tag; // tag of the replies it receives
+    std::uint64_t next_request = 1;
+    std::uint64_t requests_sent = 0;
+    std::vector<std::byte> staging;
+    std::vector<MPI_Request> abandoned;
+    // While >= 0, waits on messages give up when the failure count differs from it (a lock
+    // wait must start over when placement changed: see acquire_locks).
+    int lock_view = -1;
+    const std::atomic<bool> *stop = nullptr; // repair thread: set when it must give up
+
+  private:
+    struct Outgoing {
+      CtrlMsg msg;
+      MPI_Request request = MPI_REQUEST_NULL;
+      int dest = -1;
+    };
+    std::list<Outgoing> outbox_;    // a list: entries keep their address while MPI sends them
+    std::list<Outgoing> abandoned_; // sends to failed processes: MPI may still hold the buffer
+  };
+
   bool detecting() const { return config_.detector != STORE_DETECTOR_OFF; }
-  // Throws STORE_ERR_PROC_FAILED if a failure is known: the store needs store_recover.
+  // Global variant: throws STORE_ERR_PROC_FAILED if a failure is known (the store needs
+  // store_recover). Both variants: throws it once another process started store_recover.
   void require_healthy() const;
+  void check_helper() const;
 
   // Communicators, window, doorbells, helper for the current set of processes. The helper
   // thread starts separately: during re-replication it would only compete with the collectives
@@ -114,6 +166,10 @@ private:
   void start_helper();
   void stop_runtime();
   std::vector<int> holders_of(const SlotId &id) const;
+  std::vector<int> holders_of(const SlotId &id, const Placement &p) const;
+  // Localized variant: takes failures the helper recorded into placement. Returns the number
+  // of failures placement now accounts for.
+  int update_view();
 
   // ---- holder side (slot table), guarded by table_mutex_ ----
   struct Deferred {
@@ -122,7 +178,7 @@ private:
   };
   struct HeldSlot {
     SlotAllocator::Block block;
-    int writer = -1;    // current rank of the write grant's holder
+    int writer = -1;    // global: current rank of the write grant's holder
     int writer_id = -1; // its stable id: recovery must know whether it failed
     std::vector<int> readers;
     std::uint64_t last_grant = 0;
@@ -131,7 +187,7 @@ private:
     int pending_acks = 0;
     std::optional<Deferred> stashed_reply;
     SlotAllocator::Block retired;
-    std::deque<Deferred> queued;
+    std::deque<Deferred> queued; // global: requests waiting for acks; localized: lock waiters
   };
   using Table = std::unordered_map<SlotId, HeldSlot, SlotIdHash>;
   // Serves kAcquireWrite / kLookup. `inline_call`: the application thread asks its own table;
@@ -143,6 +199,9 @@ private:
   void on_helper_message(const CtrlMsg &msg, int source);
   void on_invalidate_ack(const CtrlMsg &msg);
   void dispatch_queued_locked(HeldSlot &slot);
+  // Moves `slot` to a block of at least `need` bytes, keeping its value; the old block is
+  // retired. Throws std::bad_alloc or StoreError when memory runs out.
+  void grow_locked(const SlotId &id, HeldSlot &slot, std::size_t need);
 
   // ---- client side (address cache), guarded by cache_mutex_ ----
   struct HolderCache {
@@ -159,27 +218,89 @@ private:
   struct KeyState {
     std::vector<HolderCache> holders;
     std::uint64_t version = 0;
+    int view = 0; // failures placement accounted for when `holders` was made
   };
   KeyState &key_state_locked(const SlotId &id);
   void on_invalidate(const CtrlMsg &msg, int source);
   void on_register(const CtrlMsg &msg, int source);
 
-  // Sends `msg` to each listed holder (served inline for this process when possible) and
-  // installs the replies into the cache. Returns the replies in the order of `holders`.
-  std::vector<CtrlMsg> request(const SlotId &id, const std::vector<int> &holders, const CtrlMsg &msg);
+  // Sends each message to its holder's helper (served inline for this process when possible)
+  // and waits for all replies, which it returns in order. Replies to earlier requests of the
+  // agent, which it stopped waiting for, are skipped.
+  struct Ask {
+    SlotId id;
+    int holder; // current rank
+    CtrlMsg msg;
+  };
+  std::vector<CtrlMsg> ask_all(Agent &a, const std::vector<Ask> &asks);
+  // ask_all of one message to each listed holder, installing grants and lookups into the cache.
+  std::vector<CtrlMsg> request(Agent &a, const SlotId &id, const std::vector<int> &holders, const CtrlMsg &msg);
   void install_reply(const SlotId &id, int holder, const CtrlMsg &reply, bool write);
   // Tells every process that `key` exists, so that a later recovery can report it lost. Sends
   // nothing if this process knows the key already.
-  void register_key(std::uint64_t key);
-  // Makes sure we hold write grants big enough for `len` at every holder of `id`.
-  std::vector<HolderCache> acquire_write(const SlotId &id, std::size_t len, std::uint64_t *version);
-  // Writes `h` (version, length, flags filled in) and the value to every copy in `hcs`.
-  void write_copies(const std::vector<HolderCache> &hcs, SlotHeader h, const void *buf);
-  void ping(const std::vector<HolderCache> &hcs);
+  void register_key(Agent &a, std::uint64_t key);
+  // Global variant: makes sure we hold write grants big enough for `len` at every holder.
+  std::vector<HolderCache> acquire_write(Agent &a, const SlotId &id, std::size_t len, std::uint64_t *version);
+  // Writes `h` (version, length, flags filled in) and the value to every copy in `hcs`; the
+  // header's epoch and writer are set unless `keep_writer`. `tolerant` (localized): copies on
+  // processes that fail meanwhile are skipped; returns the copies written. Otherwise a failure
+  // throws STORE_ERR_PROC_FAILED.
+  std::vector<HolderCache> write_copies(Agent &a, const std::vector<HolderCache> &hcs, SlotHeader h, const void *buf,
+                                        bool tolerant = false, bool keep_writer = false);
+  void ping(Agent &a, const std::vector<HolderCache> &hcs);
 
   enum class ReadResult { kOk, kNotFound, kLost, kTruncated, kRetry, kStale };
   ReadResult read_local(const SlotId &id, void *buf, std::size_t capacity, std::size_t *len);
-  ReadResult read_remote(const SlotId &id, const HolderCache &hc, void *buf, std::size_t capacity, std::size_t *len);
+  ReadResult read_remote(Agent &a, const SlotId &id, const HolderCache &hc, void *buf, std::size_t capacity,
+                         std::size_t *len);
+  // Reads the copy at `holder` (looking its address up when not cached).
+  ReadResult read_copy(Agent &a, const SlotId &id, int holder, void *buf, std::size_t capacity, std::size_t *len);
+  store_status_t get_localized(std::uint64_t key, void *buf, std::size_t capacity, std::size_t *len);
+
+  // ---- localized variant: slot locks (locks.cpp) ----
+  struct LockRequest {
+    SlotId id;
+    int holder;              // current rank
+    std::size_t length;      // capacity the slot must have
+    std::uint32_t flags = 0; // kLockRepair, kLockPending
+  };
+  struct Lock {
+    LockRequest req;
+    CtrlMsg grant; // the holder's reply
+  };
+  // Holder side: serves kLock, kUnlock (helper thread, or the agent inline for its own slots).
+  std::optional<CtrlMsg> serve_lock(const CtrlMsg &msg, int source, bool inline_call);
+  CtrlMsg grant_lock_locked(const SlotId &id, HeldSlot &slot, const CtrlMsg &msg);
+  // Returns false if waiters are queued: then only the helper may release (it replies to them).
+  bool serve_unlock(const CtrlMsg &msg, int source, bool inline_call);
+  void grant_next_locked(const SlotId &id, HeldSlot &slot);
+  // Helper thread, after it recorded new failures: drops their queued lock requests and asks
+  // for the repair of every slot whose lock a failed process holds.
+  void on_failures();
+  bool owner_dead(std::uint64_t owner) const;
+  // Client side: takes every lock in `reqs`, which must be sorted by the global lock order
+  // (namespace, key, then placement order). Throws STORE_ERR_PROC_FAILED when a holder failed or
+  // placement changed meanwhile: nothing is held then, and the caller starts over.
+  std::vector<Lock> acquire_locks(Agent &a, const std::vector<LockRequest> &reqs);
+  // Releases what acquire_locks returned (nothing waits).
+  void release_locks(Agent &a, const std::vector<Lock> &locks, std::uint32_t flags = 0);
+  void send_unlock(Agent &a, const LockRequest &req, std::uint32_t flags = 0);
+  static HolderCache as_copy(const Lock &l);
+  static HolderCache as_pending_copy(const Lock &l);
+  // The lock requests for the copies of `id` under the current placement.
+  std::vector<LockRequest> lock_requests(const SlotId &id, std::size_t length, std::uint32_t flags) const;
+  void put_localized(std::uint64_t key, const void *buf, std::size_t len);
+
+  // ---- localized variant: background repair (repair.cpp) ----
+  // Brings the copies of `id` in line under the current placement: the newest complete value
+  // (rolled forward from a committed transaction if need be) on every holder; a key without
+  // one is marked lost. Returns the version the copies now have.
+  std::uint64_t repair_slot(Agent &a, const SlotId &id);
+  // Repairs the decision record of `committer` and says whether transaction `tx` committed.
+  bool tx_committed(Agent &a, int committer, std::uint64_t tx);
+  void on_repair_needed(const CtrlMsg &msg);
+  void on_lost(const CtrlMsg &msg);
+  void mark_lost_known(std::uint64_t key);
 
   // ---- transactions (tx.cpp) ----
   // The transaction a process committed last is recorded in its decision record: a slot of
@@ -191,6 +312,7 @@ private:
     std::uint64_t version; // the value's version once committed
     std::vector<HolderCache> value_copies, pending_copies;
   };
+  void tx_commit_localized(const std::map<std::uint64_t, std::vector<std::byte>> &values);
 
   // ---- recovery (recovery.cpp) ----
   void shrink_and_agree(double *seconds);
@@ -206,13 +328,17 @@ private:
   std::vector<int> ids_;        // current rank -> stable id
   std::vector<int> rank_of_id_; // stable id -> current rank, -1 once failed
   Config config_;
-  std::unique_ptr<Placement> placement_;
+  // Guarded by view_mutex_ in the localized variant, where any thread may update it; readers
+  // take a reference under the mutex and keep the shared_ptr while they use it.
+  std::shared_ptr<Placement> placement_;
+  mutable std::mutex view_mutex_;
+  int view_failures_ = 0; // failures placement accounts for
   std::unique_ptr<RmaWindow> window_;
   std::unique_ptr<Doorbells> bells_;
   std::unique_ptr<FailureState> failures_;
   std::unique_ptr<Helper> helper_;
+  std::unique_ptr<Repairer> repairer_;
   std::uint32_t epoch_ = 0; // number of completed recoveries
-  std::vector<MPI_Request> abandoned_;
 
   mutable std::mutex table_mutex_;
   std::unique_ptr<SlotAllocator> allocator_;
@@ -226,11 +352,10 @@ private:
 
   mutable std::mutex known_mutex_;
   std::unordered_set<std::uint64_t> known_keys_; // every key ever put, on every process
+  std::set<std::uint64_t> lost_known_;           // localized: keys reported lost
 
   // Application thread only.
-  std::uint64_t next_request_ = 1;
-  std::uint64_t requests_sent_ = 0;
-  std::vector<std::byte> staging_;
+  std::unique_ptr<Agent> app_;
   bool finalized_ = false;
   int last_read_holder_ = -1;
   int recover_attempts_ = 0;
@@ -240,6 +365,7 @@ private:
   std::map<std::uint64_t, std::vector<std::byte>> tx_values_;
   store_recovery_t last_recovery_{};
   std::vector<store_key_t> lost_keys_;
+  mutable std::vector<store_key_t> lost_report_; // localized: what last_recovery hands out
 };
 
 } // namespace rmastore::internal

@@ -38,6 +38,10 @@ void Store::tx_commit() {
   tx_values_.clear();
   require_healthy();
   if (values.empty()) return;
+  if (localized()) {
+    tx_commit_localized(values);
+    return;
+  }
   const std::uint64_t seq = ++tx_seq_;
 
   std::vector<TxItem> items;
@@ -45,8 +49,8 @@ void Store::tx_commit() {
   for (const auto &[key, value] : values) {
     TxItem it{key, &value, 0, {}, {}};
     std::uint64_t current = 0, pending = 0;
-    it.value_copies = acquire_write(SlotId{key, Ns::kValue}, value.size(), &current);
-    it.pending_copies = acquire_write(SlotId{key, Ns::kPending}, value.size(), &pending);
+    it.value_copies = acquire_write(*app_, SlotId{key, Ns::kValue}, value.size(), &current);
+    it.pending_copies = acquire_write(*app_, SlotId{key, Ns::kPending}, value.size(), &pending);
     it.version = current + 1;
     items.push_back(std::move(it));
   }
@@ -60,7 +64,7 @@ void Store::tx_commit() {
     h.version = it.version;
     h.length = it.value->size();
     h.flags = make_flags(0, Ns::kPending, seq);
-    write_copies(it.pending_copies, h, it.value->data());
+    write_copies(*app_, it.pending_copies, h, it.value->data());
   }
 
   // The decision record names the keys, for diagnosis; recovery needs only its version.
@@ -70,14 +74,14 @@ void Store::tx_commit() {
   const std::size_t record_bytes = record.size() * sizeof(std::uint64_t);
   std::uint64_t previous = 0;
   const SlotId rid{static_cast<std::uint64_t>(id_), Ns::kTxRecord};
-  const std::vector<HolderCache> record_copies = acquire_write(rid, record_bytes, &previous);
+  const std::vector<HolderCache> record_copies = acquire_write(*app_, rid, record_bytes, &previous);
   RMASTORE_FAULT_POINT("tx.before_record");
   SlotHeader hr{};
   hr.key = rid.key;
   hr.version = seq;
   hr.length = record_bytes;
   hr.flags = make_flags(0, Ns::kTxRecord);
-  write_copies(record_copies, hr, record.data());
+  write_copies(*app_, record_copies, hr, record.data());
   RMASTORE_FAULT_POINT("tx.after_record");
 
   first = true;
@@ -89,14 +93,112 @@ void Store::tx_commit() {
     h.version = it.version;
     h.length = it.value->size();
     h.flags = make_flags(0, Ns::kValue);
-    write_copies(it.value_copies, h, it.value->data());
-    register_key(it.key);
+    write_copies(*app_, it.value_copies, h, it.value->data());
+    register_key(*app_, it.key);
+  }
+}
+
+// Localized variant: the same steps under the locks of every value slot (which also guard the
+// key's pending slot) and of the decision record, taken in the global lock order. Holders that
+// fail during the commit are skipped; if the committer fails, the repairs of its keys decide
+// from its record (repair.cpp).
+void Store::tx_commit_localized(const std::map<std::uint64_t, std::vector<std::byte>> &values) {
+  for (int attempt = 0;; ++attempt) {
+    app_->flush();
+    const std::uint64_t seq = ++tx_seq_;
+    std::vector<std::uint64_t> record;
+    record.push_back(seq);
+    for (const auto &kv : values) record.push_back(kv.first);
+    const std::size_t record_bytes = record.size() * sizeof(std::uint64_t);
+    std::vector<LockRequest> reqs;
+    for (const auto &[key, value] : values) {
+      for (const LockRequest &r : lock_requests(SlotId{key, Ns::kValue}, value.size(), kLockPending)) reqs.push_back(r);
+    }
+    const SlotId rid{static_cast<std::uint64_t>(id_), Ns::kTxRecord};
+    for (const LockRequest &r : lock_requests(rid, record_bytes, 0)) reqs.push_back(r);
+    std::vector<Lock> locks;
+    try {
+      locks = acquire_locks(*app_, reqs);
+    } catch (const StoreError &e) {
+      if (e.status() == STORE_ERR_PROC_FAILED && !failures_->revoked() && attempt <= 2 * size_) continue;
+      throw;
+    }
+    try {
+      struct Item {
+        std::uint64_t key;
+        const std::vector<std::byte> *value;
+        std::uint64_t version = kNoVersion;
+        std::vector<HolderCache> value_copies, pending_copies;
+      };
+      std::vector<Item> items;
+      std::vector<HolderCache> record_copies;
+      for (const Lock &l : locks) {
+        if (l.req.id.ns == Ns::kTxRecord) {
+          record_copies.push_back(as_copy(l));
+          continue;
+        }
+        if (items.empty() || items.back().key != l.req.id.key) {
+          items.push_back(Item{l.req.id.key, &values.at(l.req.id.key), kNoVersion, {}, {}});
+        }
+        Item &it = items.back();
+        if ((l.grant.flags & kReplyValid) != 0) it.version = std::max(it.version, l.grant.version);
+        if ((l.grant.flags & kReplyPendingValid) != 0) it.version = std::max(it.version, l.grant.pending_version);
+        it.value_copies.push_back(as_copy(l));
+        it.pending_copies.push_back(as_pending_copy(l));
+      }
+      RMASTORE_FAULT_POINT("tx.before_pending");
+      bool first = true;
+      for (Item &it : items) {
+        if (!first) RMASTORE_FAULT_POINT("tx.between_pending");
+        first = false;
+        ++it.version;
+        SlotHeader h{};
+        h.key = it.key;
+        h.version = it.version;
+        h.length = it.value->size();
+        h.flags = make_flags(0, Ns::kPending, seq);
+        write_copies(*app_, it.pending_copies, h, it.value->data(), true);
+      }
+      RMASTORE_FAULT_POINT("tx.before_record");
+      SlotHeader hr{};
+      hr.key = rid.key;
+      hr.version = seq;
+      hr.length = record_bytes;
+      hr.flags = make_flags(0, Ns::kTxRecord);
+      write_copies(*app_, record_copies, hr, record.data(), true);
+      RMASTORE_FAULT_POINT("tx.after_record");
+      first = true;
+      for (const Item &it : items) {
+        if (!first) RMASTORE_FAULT_POINT("tx.during_apply");
+        first = false;
+        SlotHeader h{};
+        h.key = it.key;
+        h.version = it.version;
+        h.length = it.value->size();
+        h.flags = make_flags(0, Ns::kValue);
+        write_copies(*app_, it.value_copies, h, it.value->data(), true);
+      }
+    } catch (const StoreError &e) {
+      release_locks(*app_, locks);
+      // Every copy of some slot failed during the commit: start over on the new holders (with a
+      // new sequence number, so the half-written attempt's pending values stay undecided).
+      if (e.status() == STORE_ERR_PROC_FAILED && !failures_->revoked() && attempt <= 2 * size_) continue;
+      throw;
+    }
+    release_locks(*app_, locks);
+    for (const auto &kv : values) register_key(*app_, kv.first);
+    return;
   }
 }
 
 void Store::back_to_normal() {
   // Agreed, so that no process leaves transaction mode while another refuses.
   int ok = tx_open_ ? 0 : 1;
+  if (localized()) {
+    // No modes; still collective, and a communicator that holds failed processes must do.
+    if (!ok) throw StoreError(STORE_ERR_TX_STATE, "a process has a transaction open");
+    return;
+  }
   const int rc = MPIX_Comm_agree(comm_, &ok);
   if (is_failure_error(rc)) throw StoreError(STORE_ERR_PROC_FAILED, "a process failed");
   check_mpi(rc, "MPIX_Comm_agree");

@@ -114,8 +114,12 @@ TEST(SlotBuffered, AcceptsOnlyTwoIdenticalValidHeaders) {
   EXPECT_FALSE(buffered_valid(h, g));
   EXPECT_TRUE(buffered_valid(g, g));
   g = h;
-  g.state = kSlotRetired;
+  g.owner = kSlotRetired;
   EXPECT_FALSE(buffered_valid(g, g));
+  EXPECT_FALSE(buffered_valid(h, g)) << "retired between the two reads";
+  g = h;
+  g.owner = lock_word(3, 0, 0);
+  EXPECT_TRUE(buffered_valid(h, g)) << "a lock taken between the two reads changes nothing";
   g = h;
   g.version = kNoVersion;
   g.checksum = header_checksum(g);
@@ -164,7 +168,7 @@ TEST(SlotEmpty, NotFoundIsDecidedOnlyOnAValidEmptyHeader) {
   EXPECT_TRUE(slot_empty(e));
   EXPECT_EQ(e.key, 77u) << "the key is part of an empty header";
   EXPECT_EQ(e.capacity, 128u);
-  EXPECT_EQ(e.state, kSlotLive);
+  EXPECT_EQ(e.owner, kOwnerFree);
   // A version read half old, half new can be 0 (0xff -> 0x100): that is not an empty slot.
   std::vector<unsigned char> v(40, 9);
   SlotHeader h{};

@@ -19,10 +19,15 @@
  * `mpirun --with-ft ulfm` (see README.md and docs/).
  *
  * Process failures (docs/failures.md): no call waits without bound on a process that died.
- * Once any process of the store is known to have failed, every call except store_recover,
- * store_get_info and store_finalize returns STORE_ERR_PROC_FAILED, and all survivors must call
- * store_recover, which rebuilds the store on the survivors and restores every key to its full
- * number of copies. Keys of which every copy was lost are reported, never silently dropped.
+ * Two recovery variants, chosen at store_init (store_config_t::recovery):
+ *   STORE_RECOVERY_GLOBAL (default): once any process of the store is known to have failed,
+ *     every call except store_recover, store_get_info and store_finalize returns
+ *     STORE_ERR_PROC_FAILED, and all survivors must call store_recover, which rebuilds the store
+ *     on the survivors and restores every key to its full number of copies.
+ *   STORE_RECOVERY_LOCALIZED: calls carry on through failures. Puts and gets go to the surviving
+ *     copies, and each process's repair thread restores the lost copies in the background;
+ *     store_recover is optional (it compacts the store onto the survivors).
+ * Either way, keys of which every copy was lost are reported, never silently dropped.
  */
 #ifndef RMASTORE_STORE_H
 #define RMASTORE_STORE_H
@@ -36,7 +41,7 @@ extern "C" {
 #endif
 
 #define STORE_API_VERSION_MAJOR 0
-#define STORE_API_VERSION_MINOR 1
+#define STORE_API_VERSION_MINOR 2
 
 /** Opaque handle to a store. NULL is never a valid store. */
 typedef struct store_handle *store_t;
@@ -108,6 +113,21 @@ typedef enum store_detector {
   STORE_DETECTOR_OFF = 2
 } store_detector_t;
 
+/** How the store handles process failures (store_config_t::recovery; docs/failures.md). */
+typedef enum store_recovery_kind {
+  /** Default. A failure stops the store: every survivor calls store_recover, which rebuilds it.
+   *  Puts to one key from different processes must not overlap (store_put). Transaction mode
+   *  after recovery (store_mode_t). A repeat put is purely one-sided. */
+  STORE_RECOVERY_GLOBAL = 0,
+  /** No global stop. Every put takes a lock on each copy's slot (a word in window memory, set by
+   *  the holder's threads), so puts to one key may overlap; a lock held by a failed process is
+   *  broken by a repair that rolls the value back or forward. Puts and gets use the surviving
+   *  copies; the repair thread of each process re-creates lost copies in the background. A put
+   *  costs a lock round trip more than in the global variant (docs/benchmarks.md). Needs a
+   *  failure detector (not STORE_DETECTOR_OFF). */
+  STORE_RECOVERY_LOCALIZED = 1
+} store_recovery_kind_t;
+
 /** Largest value the store accepts, in bytes (4 GiB - 1). */
 #define STORE_MAX_VALUE_SIZE ((size_t)0xFFFFFFFFu)
 
@@ -144,6 +164,8 @@ typedef struct store_config {
   int helper_max_sleep_us;
   /** Failure detector, a store_detector_t. Default STORE_DETECTOR_NOTIFY. */
   int detector;
+  /** Recovery variant, a store_recovery_kind_t. Default STORE_RECOVERY_GLOBAL. */
+  int recovery;
 } store_config_t;
 
 /** Fills *config with defaults. Local. Returns STORE_ERR_ARG if config is NULL. */
@@ -180,8 +202,15 @@ static inline store_status_t store_init(MPI_Comm comm, const store_config_t *con
  * value whose put returned STORE_OK is readable by any process. len may be 0 (buf may then be
  * NULL). The value may grow or shrink from one put to the next.
  *
- * Precondition: no other process puts the same key at the same time. Puts to one key from
- * different processes must be ordered by the application (e.g. by a barrier or a message).
+ * Global variant: no other process may put the same key at the same time; puts to one key from
+ * different processes must be ordered by the application (e.g. by a barrier or a message). After
+ * a failure it returns STORE_ERR_PROC_FAILED until store_recover.
+ *
+ * Localized variant: puts to one key may overlap; they are serialised by the slot locks, and the
+ * key ends with one of the values. When a process fails, a put goes to the key's surviving and
+ * new holders and returns STORE_OK once they are written (a holder that fails during the put is
+ * left to the background repair). It never returns STORE_ERR_PROC_FAILED for a failure, only
+ * once another process started store_recover.
  */
 store_status_t store_put(store_t store, store_key_t key, const void *buf, size_t len);
 
@@ -190,17 +219,21 @@ store_status_t store_put(store_t store, store_key_t key, const void *buf, size_t
  *
  * On STORE_OK, *len is the value's length. If the value is longer than `capacity`, returns
  * STORE_ERR_TRUNCATED, sets *len to the needed length and leaves buf unspecified; capacity 0
- * with buf NULL queries the length this way. STORE_ERR_NOT_FOUND if the key was never put.
- * Reads the cheapest copy to reach (a local one if there is one). Never returns a torn value:
- * a get that races with a put returns either the old or the new value.
+ * with buf NULL queries the length this way. STORE_ERR_NOT_FOUND if the key was never put,
+ * STORE_ERR_DATA_LOST if every copy was lost to failures. Reads the cheapest copy to reach (a
+ * local one if there is one). Never returns a torn value: a get that races with a put returns
+ * either the old or the new value. Localized variant: reads a surviving copy when a holder
+ * failed, and never returns STORE_ERR_PROC_FAILED for a failure.
  */
 store_status_t store_get(store_t store, store_key_t key, void *buf, size_t capacity, size_t *len);
 
 /**
- * Frees the store and everything it holds. Collective over the store's communicator.
- * Sets *store to NULL. A NULL *store gives STORE_ERR_HANDLE. After a process failure that
- * store_recover has not handled it returns STORE_ERR_PROC_FAILED; the handle is dead then, and
- * what cannot be freed without the dead process is left to MPI_Finalize.
+ * Frees the store and everything it holds. Collective over the store's communicator (its
+ * surviving processes, in the localized variant). Sets *store to NULL. A NULL *store gives
+ * STORE_ERR_HANDLE. Global variant: after a process failure that store_recover has not handled
+ * it returns STORE_ERR_PROC_FAILED; the handle is dead then. After failures, what cannot be freed
+ * without the failed processes (the window and the memory attached to it) is left to
+ * MPI_Finalize.
  */
 store_status_t store_finalize(store_t *store);
 
@@ -225,6 +258,10 @@ store_status_t store_finalize(store_t *store);
  *
  * Data that a process wrote before it failed, and that is still in flight, never lands in
  * memory that recovery reused: slots a failed process could write are retired, not reused.
+ *
+ * Localized variant: optional, never needed for correctness. It compacts: the survivors first
+ * agree to start (so none is left inside a put), then the steps above run, which also finish
+ * every background repair. The store stays in normal mode.
  */
 store_status_t store_recover(store_t store, MPI_Comm *new_comm);
 
@@ -235,6 +272,8 @@ store_status_t store_recover(store_t store, MPI_Comm *new_comm);
  *   STORE_MODE_NORMAL: puts, gets and transactions.
  *   STORE_MODE_TRANSACTION: gets and transactions; a put outside a transaction returns
  *     STORE_ERR_MODE. store_recover enters this mode; store_back_to_normal leaves it.
+ * The localized variant has no modes: it is always in STORE_MODE_NORMAL, and
+ * store_back_to_normal does nothing there (it is still collective).
  */
 typedef enum store_mode { STORE_MODE_NORMAL = 0, STORE_MODE_TRANSACTION = 1 } store_mode_t;
 
@@ -260,6 +299,12 @@ store_status_t store_back_to_normal(store_t store);
  * each way. store_tx_commit returns STORE_OK (committed), or STORE_ERR_PROC_FAILED (a process
  * failed; the outcome is decided by store_recover). Either way the transaction is closed.
  * store_tx_abort discards an open transaction.
+ *
+ * Localized variant: the commit holds the locks of all its keys from before the first value is
+ * written until the last is, so concurrent puts of those keys come before or after it. Holders
+ * that fail during the commit do not stop it (it returns STORE_OK). If the committer fails, the
+ * background repair of each key rolls the transaction forward or back, deciding once, from the
+ * committer's decision record.
  *
  * Concurrent readers of the transaction's keys on other processes may see some new values
  * before the commit returns: the guarantee is atomicity across failures, not isolation.
@@ -295,7 +340,10 @@ typedef struct store_recovery {
 /** Fills *report with its struct_size. Local. */
 store_status_t store_recovery_init(store_recovery_t *report);
 
-/** Describes the last successful store_recover on this process. Local. */
+/** Describes the last successful store_recover on this process. Local.
+ *  Localized variant: what store_recover did if it was called, else zeros; lost_count and
+ *  lost_keys then list the keys this process learnt were lost, by store_recover or by the
+ *  background repair (which tells every process). */
 store_status_t store_last_recovery(store_t store, store_recovery_t *report);
 
 /** Runtime information about a store. Fill with store_info_init before store_get_info. */
@@ -318,6 +366,12 @@ typedef struct store_info {
   /** Control messages this process sent to holders (slot requests, lookups). A put whose value
    *  fits the slots it was granted before sends none. */
   uint64_t requests_sent;
+  /** Processes of the store this process knows to have failed (since the last store_recover). */
+  int failed_processes;
+  /** Localized variant: slots this process's repair thread still has to bring back to their
+   *  full number of copies (0 when it is idle), slots it repaired and bytes it wrote doing so,
+   *  since store_init. */
+  uint64_t repair_backlog, repaired_slots, repaired_bytes;
 } store_info_t;
 
 /** Fills *info with its struct_size. Local. */

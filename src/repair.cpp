@@ -1,0 +1,354 @@
+// Localized variant, part 2: background repair.
+//
+// Each process has a repair thread. It sleeps until its helper reports a failure, then brings
+// back to their full number of copies the slots it coordinates: those whose holders changed
+// with the failure and of which it is now the first holder. The first holder of a key under
+// the new placement held a copy before whenever any holder survived (rendezvous placement ranks
+// the survivors of the old holders first), so it usually sends its own copy. Holders also ask
+// the coordinator to repair slots whose lock a failed process held (locks.cpp).
+//
+// Repairing a slot is a locked operation like a put (lock.cpp): the coordinator takes the locks
+// of every current holder's copy (taking over those of failed owners), finds the newest
+// complete value among them, writes it to the holders that lack it and releases the locks.
+// Interrupted transactions are decided here: a pending value newer than the key's value, whose
+// committer's decision record (repaired first, so that every later repair reads the same
+// record) names its transaction, is rolled forward; otherwise it is dropped. A key of which no
+// complete copy is left is marked lost at its holders and every process is told.
+//
+// The repair thread is a second client thread (agent) next to the application thread: the
+// helper thread must never wait on other processes, because it serves their lock requests,
+// including those of repairs.
+#include "repair.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+
+#include "errors.hpp"
+#include "fault.hpp"
+
+namespace rmastore::internal {
+
+Store::Repairer::Repairer(Store &s) : s_(s), agent_(s, 1) {
+  agent_.stop = &stop_;
+  std::lock_guard lk(s_.view_mutex_);
+  repaired_ = s_.placement_;
+  repaired_failures_ = s_.view_failures_;
+}
+
+Store::Repairer::~Repairer() {
+  stop();
+}
+
+void Store::Repairer::start() {
+  thread_ = std::thread([this] { loop(); });
+}
+
+void Store::Repairer::stop() {
+  {
+    std::lock_guard lk(mu_);
+    stop_.store(true, std::memory_order_release);
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void Store::Repairer::request(const SlotId &id) {
+  {
+    std::lock_guard lk(mu_);
+    requested_.insert(id);
+  }
+  cv_.notify_all();
+}
+
+void Store::Repairer::view_changed() {
+  {
+    std::lock_guard lk(mu_);
+    view_dirty_ = true;
+  }
+  cv_.notify_all();
+}
+
+void Store::Repairer::stats(store_info_t &out) const {
+  std::uint64_t backlog = backlog_.load();
+  {
+    std::lock_guard lk(mu_);
+    backlog += requested_.size();
+    // A failure that no complete pass has covered yet.
+    if (view_dirty_ || s_.failures_->failures() != repaired_failures_) ++backlog;
+  }
+  {
+    // Slots here whose lock a failed process holds wait for their coordinator's repair.
+    std::lock_guard lk(s_.table_mutex_);
+    for (const auto &kv : s_.table_) {
+      std::uint64_t owner;
+      std::memcpy(&owner, kv.second.block.base + kOwnerOffset, sizeof owner);
+      if (s_.owner_dead(owner)) ++backlog;
+    }
+  }
+  out.repair_backlog = backlog;
+  out.repaired_slots = repaired_slots_.load();
+  out.repaired_bytes = repaired_bytes_.load();
+}
+
+void Store::Repairer::loop() {
+  for (;;) {
+    std::set<SlotId> work;
+    bool dirty = false;
+    {
+      std::unique_lock lk(mu_);
+      cv_.wait(lk, [&] { return stop_.load() || view_dirty_ || !requested_.empty(); });
+      if (stop_.load()) return;
+      work.swap(requested_);
+      dirty = view_dirty_;
+      view_dirty_ = false;
+    }
+    std::shared_ptr<Placement> now;
+    int now_failures = 0;
+    if (dirty) {
+      now_failures = s_.update_view();
+      {
+        std::lock_guard lk(s_.view_mutex_);
+        now = s_.placement_;
+      }
+      for (const SlotId &id : candidates(*now)) work.insert(id);
+    }
+    backlog_.store(work.size());
+    bool complete = true;
+    for (auto it = work.begin(); it != work.end(); ++it) {
+      if (stop_.load()) return;
+      try {
+        s_.repair_slot(agent_, *it);
+        repaired_slots_.fetch_add(1);
+      } catch (const StoreError &e) {
+        if (stop_.load()) return;
+        if (e.status() == STORE_ERR_PROC_FAILED) {
+          // Placement changed or a holder failed: what is left is done again under the new
+          // placement, whose difference from the last complete pass covers it.
+          std::lock_guard lk(mu_);
+          requested_.insert(it, work.end());
+          view_dirty_ = true;
+          complete = false;
+          break;
+        }
+        std::fprintf(stderr, "rmastore: repair of key %llu failed: %s\n", static_cast<unsigned long long>(it->key),
+                     e.what());
+      } catch (const std::exception &e) {
+        std::fprintf(stderr, "rmastore: repair of key %llu failed: %s\n", static_cast<unsigned long long>(it->key),
+                     e.what());
+      }
+      backlog_.fetch_sub(1);
+    }
+    backlog_.store(0);
+    if (complete && dirty) {
+      std::lock_guard lk(mu_);
+      repaired_ = now;
+      repaired_failures_ = now_failures;
+    }
+  }
+}
+
+std::vector<SlotId> Store::Repairer::candidates(const Placement &now) {
+  std::shared_ptr<Placement> before;
+  {
+    std::lock_guard lk(mu_);
+    before = repaired_;
+  }
+  // The values this process knows exist, and whatever its table holds (also records).
+  std::vector<SlotId> ids;
+  {
+    std::lock_guard lk(s_.known_mutex_);
+    for (std::uint64_t key : s_.known_keys_) ids.push_back(SlotId{key, Ns::kValue});
+  }
+  {
+    std::lock_guard lk(s_.table_mutex_);
+    for (const auto &kv : s_.table_) {
+      if (kv.first.ns != Ns::kPending) ids.push_back(kv.first);
+    }
+  }
+  std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  std::vector<SlotId> out;
+  for (const SlotId &id : ids) {
+    const std::vector<int> hs = s_.holders_of(id, now);
+    if (hs.empty() || hs.front() != s_.rank_) continue;
+    if (hs != s_.holders_of(id, *before)) out.push_back(id);
+  }
+  return out;
+}
+
+void Store::on_repair_needed(const CtrlMsg &msg) {
+  if (repairer_) repairer_->request(SlotId{msg.key, static_cast<Ns>(msg.ns)});
+}
+
+void Store::on_lost(const CtrlMsg &msg) {
+  mark_lost_known(msg.key);
+}
+
+void Store::mark_lost_known(std::uint64_t key) {
+  std::lock_guard lk(known_mutex_);
+  lost_known_.insert(key);
+}
+
+bool Store::tx_committed(Agent &a, int committer, std::uint64_t tx) {
+  return repair_slot(a, SlotId{static_cast<std::uint64_t>(committer), Ns::kTxRecord}) == tx;
+}
+
+std::uint64_t Store::repair_slot(Agent &a, const SlotId &id) {
+  // Our own copy's length sizes the slots of holders that get it.
+  std::size_t mine = 0;
+  {
+    std::lock_guard lk(table_mutex_);
+    auto it = table_.find(id);
+    if (it != table_.end()) {
+      SlotHeader h;
+      std::memcpy(&h, it->second.block.base, sizeof h);
+      if (h.version != kNoVersion && h.length <= it->second.block.capacity) mine = h.length;
+    }
+  }
+  std::vector<Lock> locks = acquire_locks(a, lock_requests(id, mine, kLockRepair));
+  std::uint32_t unlock_flags = 0;
+  try {
+    // The newest complete copy, and whether anything was ever written here.
+    const Lock *best = nullptr;
+    bool any_written = false;
+    for (const Lock &l : locks) {
+      const CtrlMsg &g = l.grant;
+      const bool valid = (g.flags & kReplyValid) != 0;
+      if (valid && g.version != kNoVersion && (best == nullptr || g.version > best->grant.version)) best = &l;
+      any_written = any_written || g.version != kNoVersion || !valid || (g.flags & kReplyLost) != 0;
+    }
+    std::uint64_t version = best != nullptr ? best->grant.version : kNoVersion;
+    std::uint64_t length = best != nullptr ? best->grant.length : 0;
+    std::uint32_t writer = best != nullptr ? best->grant.writer : 0;
+    const Lock *source = best;
+    bool from_pending = false;
+    if (id.ns == Ns::kValue) {
+      // A transaction's pending value newer than the value: its committer failed mid-commit.
+      const Lock *pend = nullptr;
+      for (const Lock &l : locks) {
+        const CtrlMsg &g = l.grant;
+        if ((g.flags & kReplyPendingValid) != 0 && g.pending_version > version &&
+            (pend == nullptr || g.pending_version > pend->grant.pending_version)) {
+          pend = &l;
+        }
+      }
+      if (pend != nullptr) {
+        unlock_flags = kUnlockDropPending;
+        if (tx_committed(a, static_cast<int>(pend->grant.pending_writer), pend->grant.pending_tx)) {
+          version = pend->grant.pending_version;
+          length = pend->grant.pending_length;
+          writer = pend->grant.pending_writer;
+          source = pend;
+          from_pending = true;
+        }
+      }
+    }
+    RequestSet rs(&a);
+    if (version == kNoVersion) {
+      bool known = false;
+      {
+        std::lock_guard lk(known_mutex_);
+        known = known_keys_.count(id.key) > 0;
+      }
+      if (id.ns == Ns::kValue && (known || any_written)) {
+        // Every copy is gone: say so at the holders (gets return STORE_ERR_DATA_LOST) and to
+        // every process, until the key is put again.
+        std::vector<SlotHeader> marks;
+        marks.reserve(locks.size());
+        for (const Lock &l : locks) {
+          marks.push_back(lost_header(l.grant.capacity, id.key, id.ns));
+          const std::byte *from = reinterpret_cast<const std::byte *>(&marks.back()) + kWriterOffset;
+          if (l.req.holder == rank_) {
+            std::memcpy(reinterpret_cast<std::byte *>(l.grant.address) + kWriterOffset, from, kWriterBytes);
+          } else {
+            rs.put(*window_, l.req.holder, static_cast<MPI_Aint>(l.grant.address + kWriterOffset), from, kWriterBytes);
+          }
+        }
+        try {
+          rs.wait_all();
+        } catch (const StoreError &e) {
+          if (e.status() != STORE_ERR_PROC_FAILED || failures_->revoked()) throw;
+        }
+        mark_lost_known(id.key);
+        CtrlMsg m;
+        m.type = MsgType::kLost;
+        m.key = id.key;
+        for (int r = 0; r < size_; ++r) {
+          if (r != rank_ && !failures_->dead(r)) a.post(r, m);
+        }
+      }
+      release_locks(a, locks, unlock_flags);
+      return kNoVersion;
+    }
+    std::vector<HolderCache> targets;
+    std::vector<Lock *> target_locks;
+    for (Lock &l : locks) {
+      const bool has = !from_pending && (l.grant.flags & kReplyValid) != 0 && l.grant.version == version;
+      if (!has) {
+        target_locks.push_back(&l);
+      }
+    }
+    if (!target_locks.empty()) {
+      // The value: straight from our own slot when we hold the source copy (our lock keeps it
+      // still), else read from the holder that does.
+      std::vector<std::byte> fetched;
+      const std::byte *data = nullptr;
+      const Ns source_ns = from_pending ? Ns::kPending : id.ns;
+      const HolderCache src = from_pending ? as_pending_copy(*source) : as_copy(*source);
+      if (source->req.holder == rank_) {
+        SlotHeader h;
+        std::memcpy(&h, reinterpret_cast<const std::byte *>(src.address), sizeof h);
+        data = reinterpret_cast<const std::byte *>(src.address) + value_offset(h, src.capacity);
+      } else {
+        fetched.resize(length);
+        HolderCache hc = src;
+        hc.length_hint = length;
+        std::size_t got = 0;
+        const ReadResult r = read_remote(a, SlotId{id.key, source_ns}, hc, fetched.data(), fetched.size(), &got);
+        if (r != ReadResult::kOk || got != length) {
+          throw StoreError(STORE_ERR_INTERNAL, "repair: the source copy changed under its lock");
+        }
+        data = fetched.data();
+      }
+      // Holders whose slot is too small: asking again for a lock one holds enlarges the slot.
+      std::vector<Ask> grow;
+      std::vector<Lock *> grown;
+      for (Lock *l : target_locks) {
+        if (l->grant.capacity >= length) continue;
+        CtrlMsg m;
+        m.type = MsgType::kLock;
+        m.length = length;
+        m.owner = a.lock_word();
+        m.flags = kLockRepair;
+        grow.push_back(Ask{id, l->req.holder, m});
+        grown.push_back(l);
+      }
+      if (!grow.empty()) {
+        const std::vector<CtrlMsg> replies = ask_all(a, grow);
+        for (std::size_t i = 0; i < grown.size(); ++i) {
+          if (replies[i].status != ReplyStatus::kOk) throw StoreError(STORE_ERR_NO_MEMORY, "a holder is out of memory");
+          grown[i]->grant = replies[i];
+        }
+      }
+      for (Lock *l : target_locks) targets.push_back(as_copy(*l));
+      RMASTORE_FAULT_POINT("repair.transfer");
+      SlotHeader h{};
+      h.key = id.key;
+      h.version = version;
+      h.length = length;
+      h.flags = make_flags(0, id.ns);
+      h.epoch = epoch_;
+      h.writer = writer;
+      const std::vector<HolderCache> written = write_copies(a, targets, h, data, true, true);
+      if (repairer_) repairer_->add_bytes(length * written.size());
+    }
+    release_locks(a, locks, unlock_flags);
+    return version;
+  } catch (...) {
+    release_locks(a, locks);
+    throw;
+  }
+}
+
+} // namespace rmastore::internal
