@@ -273,7 +273,8 @@ store_status_t store_recover(store_t store, MPI_Comm *new_comm);
  *   STORE_MODE_TRANSACTION: gets and transactions; a put outside a transaction returns
  *     STORE_ERR_MODE. store_recover enters this mode; store_back_to_normal leaves it.
  * The localized variant has no modes: it is always in STORE_MODE_NORMAL, and
- * store_back_to_normal does nothing there (it is still collective).
+ * store_back_to_normal is local there: it only returns STORE_ERR_TX_STATE if this process has a
+ * transaction open.
  */
 typedef enum store_mode { STORE_MODE_NORMAL = 0, STORE_MODE_TRANSACTION = 1 } store_mode_t;
 
