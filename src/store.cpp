@@ -1077,19 +1077,21 @@ void Store::info(store_info_t &out) const {
   out.rank = rank_;
   out.replicas = config_.replicas;
   out.nodes = placement_->nodes();
-  std::lock_guard lk(table_mutex_);
-  out.local_copies = 0;
-  out.local_bytes = 0;
-  for (const auto &kv : table_) {
-    if (kv.first.ns != Ns::kValue) continue;
-    SlotHeader h;
-    std::memcpy(&h, kv.second.block.base, sizeof h);
-    if (h.version == kNoVersion) continue;
-    ++out.local_copies;
-    out.local_bytes += h.length;
+  {
+    std::lock_guard lk(table_mutex_);
+    out.local_copies = 0;
+    out.local_bytes = 0;
+    for (const auto &kv : table_) {
+      if (kv.first.ns != Ns::kValue) continue;
+      SlotHeader h;
+      std::memcpy(&h, kv.second.block.base, sizeof h);
+      if (h.version == kNoVersion) continue;
+      ++out.local_copies;
+      out.local_bytes += h.length;
+    }
+    out.attached_bytes = allocator_ ? allocator_->attached_bytes() : 0;
+    out.attached_regions = allocator_ ? static_cast<int>(allocator_->regions().size()) : 0;
   }
-  out.attached_bytes = allocator_ ? allocator_->attached_bytes() : 0;
-  out.attached_regions = allocator_ ? static_cast<int>(allocator_->regions().size()) : 0;
   out.helper_cpu_seconds = helper_ ? helper_->cpu_seconds() : 0.0;
   out.enlargements_served = enlargements_served_;
   out.requests_sent = app_->requests_sent;

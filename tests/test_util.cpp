@@ -66,11 +66,17 @@ bool check_value(std::uint64_t key, const std::byte *buf, std::size_t len, std::
   return true;
 }
 
+int test_recovery() {
+  const char *v = std::getenv("RMASTORE_TEST_RECOVERY");
+  return v != nullptr && std::string(v) == "localized" ? STORE_RECOVERY_LOCALIZED : STORE_RECOVERY_GLOBAL;
+}
+
 store_t make_store(int replicas, std::size_t initial_slot_size) {
   store_config_t cfg;
   store_config_init(&cfg);
   cfg.replicas = std::min(replicas, world_size());
   cfg.initial_slot_size = initial_slot_size;
+  cfg.recovery = test_recovery();
   store_t s = nullptr;
   if (store_init(MPI_COMM_WORLD, &cfg, &s) != STORE_OK) return nullptr;
   return s;

@@ -23,7 +23,12 @@ std::vector<std::byte> make_value(std::uint64_t key, std::uint64_t version, std:
 // True if buf[0..len) is make_value(key, version, len) for some version; stores it in *version.
 bool check_value(std::uint64_t key, const std::byte *buf, std::size_t len, std::uint64_t *version);
 
-// store_init over MPI_COMM_WORLD with `replicas` copies (capped at the job size).
+// The recovery variant the tests run under: RMASTORE_TEST_RECOVERY=localized selects
+// STORE_RECOVERY_LOCALIZED, anything else the default.
+int test_recovery();
+
+// store_init over MPI_COMM_WORLD with `replicas` copies (capped at the job size), in the
+// variant test_recovery() names.
 store_t make_store(int replicas, std::size_t initial_slot_size = 64);
 
 // Agreement across ranks: true only if `ok` is true on every rank.
