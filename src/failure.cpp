@@ -3,6 +3,7 @@
 #include "ulfm.hpp"
 
 #include "errors.hpp"
+#include "fault.hpp"
 #include "helper.hpp"
 
 namespace rmastore::internal {
@@ -30,20 +31,28 @@ void FailureState::mark_revoked() {
   revoked_.store(true, std::memory_order_release);
 }
 
-void absorb_failures(MPI_Comm comm, FailureState &state) {
+int record_failures(MPI_Comm comm, FailureState &state) {
   MPI_Group failed = MPI_GROUP_NULL, all = MPI_GROUP_NULL;
-  if (MPIX_Comm_get_failed(comm, &failed) != MPI_SUCCESS) return;
+  if (MPIX_Comm_get_failed(comm, &failed) != MPI_SUCCESS) return 0;
   int n = 0;
   MPI_Group_size(failed, &n);
   if (n > 0 && MPI_Comm_group(comm, &all) == MPI_SUCCESS) {
     std::vector<int> in(static_cast<std::size_t>(n)), out(static_cast<std::size_t>(n));
     for (int i = 0; i < n; ++i) in[static_cast<std::size_t>(i)] = i;
     if (MPI_Group_translate_ranks(failed, n, in.data(), all, out.data()) == MPI_SUCCESS) {
-      for (int r : out) state.mark_dead(r);
+      for (int r : out) {
+        if (!state.dead(r)) RMASTORE_TRACE("learns that rank %d failed", r);
+        state.mark_dead(r);
+      }
     }
     MPI_Group_free(&all);
   }
   MPI_Group_free(&failed);
+  return n;
+}
+
+void absorb_failures(MPI_Comm comm, FailureState &state) {
+  const int n = record_failures(comm, state);
   int acked = 0;
   MPIX_Comm_ack_failed(comm, n, &acked);
 }

@@ -42,6 +42,9 @@ private:
   std::atomic<std::int64_t> first_seen_ns_{0};
 };
 
+// Records the processes of `comm` that MPI knows to have failed; returns their number.
+int record_failures(MPI_Comm comm, FailureState &state);
+
 // Records the failed processes of `comm` and acknowledges them, so that a pending
 // MPI_ANY_SOURCE receive on `comm` reports only newer failures.
 void absorb_failures(MPI_Comm comm, FailureState &state);

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -51,6 +52,20 @@ void parse_locked() {
 }
 
 } // namespace
+
+bool trace_enabled() {
+  static const bool on = std::getenv("RMASTORE_TRACE") != nullptr;
+  return on;
+}
+
+void trace(const char *fmt, ...) {
+  char line[512];
+  va_list ap;
+  va_start(ap, fmt);
+  std::vsnprintf(line, sizeof line, fmt, ap);
+  va_end(ap);
+  std::fprintf(stderr, "rmastore trace [rank %d]: %s\n", g_rank.load(), line);
+}
 
 void fault_set_rank(int rank) {
   g_rank.store(rank);

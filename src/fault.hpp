@@ -14,7 +14,18 @@ namespace rmastore::internal {
 void fault_set_rank(int rank);
 void fault_point(const char *name);
 #define RMASTORE_FAULT_POINT(name) ::rmastore::internal::fault_point(name)
+// With RMASTORE_TRACE set, the test build prints lock and repair events to stderr: the order
+// of events across ranks is what a hang in the localized variant is diagnosed from.
+bool trace_enabled();
+void trace(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+#define RMASTORE_TRACE(...)                                                                                            \
+  do {                                                                                                                 \
+    if (::rmastore::internal::trace_enabled()) ::rmastore::internal::trace(__VA_ARGS__);                               \
+  } while (0)
 #else
+#define RMASTORE_TRACE(...)                                                                                            \
+  do {                                                                                                                 \
+  } while (0)
 inline void fault_set_rank(int) {}
 #define RMASTORE_FAULT_POINT(name)                                                                                     \
   do {                                                                                                                 \

@@ -188,15 +188,18 @@ void Helper::loop() {
       if (detector_ == STORE_DETECTOR_PING && recv_ != MPI_REQUEST_NULL) active = drain_pings() || active;
       if (recv_ == MPI_REQUEST_NULL) {
         // Revoked: serve no more requests, but keep this process's MPI progressing, because
-        // RMA aimed at it completes only in its progress engine. The receive that reported
-        // failures is gone, and a revocation can overtake the news of the failure behind it:
-        // ask MPI directly, or a wait for a dead process would never learn.
+        // RMA aimed at it completes only in its progress engine.
         int flag = 0;
         MPI_Iprobe(MPI_ANY_SOURCE, 0, self_, &flag, MPI_STATUS_IGNORE);
-        if (detector_ != STORE_DETECTOR_OFF && now_ns() >= next_failure_poll) {
-          absorb_failures(comm_, failures_);
-          next_failure_poll = now_ns() + kFailurePollNs;
-        }
+      }
+      // The pending receive does not always report a failure: seen in Open MPI 5.0.7, a rank
+      // whose any-source receive kept matching messages never heard of a death the others
+      // knew for 20 s. After a revocation that receive is gone altogether. Ask MPI directly.
+      if (detector_ != STORE_DETECTOR_OFF && now_ns() >= next_failure_poll) {
+        const int before = failures_.failures();
+        absorb_failures(comm_, failures_);
+        if (failures_.failures() != before && recv_ != MPI_REQUEST_NULL) failures_seen();
+        next_failure_poll = now_ns() + kFailurePollNs;
       }
       if (active || bells_.ticket() != ticket) {
         // Rung while polling: someone waits on this process; poll on.
@@ -219,6 +222,7 @@ void Helper::loop() {
   } catch (const std::exception &e) {
     failure_ = e.what();
     failed_.store(true, std::memory_order_release);
+    std::fprintf(stderr, "rmastore: helper thread of rank %d stopped: %s\n", rank_, e.what());
   }
   // A cancelled receive completes locally.
   if (recv_ != MPI_REQUEST_NULL) {

@@ -25,6 +25,8 @@
 #include <cstring>
 #include <new>
 
+#include <time.h>
+
 #include "errors.hpp"
 #include "fault.hpp"
 #include "repair.hpp"
@@ -79,6 +81,7 @@ bool Store::owner_dead(std::uint64_t owner) const {
 }
 
 void Store::grow_locked(const SlotId &id, HeldSlot &slot, std::size_t need) {
+  RMASTORE_FAULT_POINT("enlarge.serve");
   SlotAllocator::Block bigger = allocator_->allocate(need, id.key, id.ns);
   SlotAllocator::copy_value(slot.block, bigger);
   owner_of(bigger.base).store(owner_of(slot.block.base).load());
@@ -138,6 +141,20 @@ CtrlMsg Store::grant_lock_locked(const SlotId &id, HeldSlot &slot, const CtrlMsg
   return r;
 }
 
+// The owner died holding the lock: what it wrote is kept aside, and a repairer gets the lock.
+CtrlMsg Store::break_lock_locked(const SlotId &id, HeldSlot &slot, const CtrlMsg &msg) {
+  RMASTORE_FAULT_POINT("lock.break");
+  quarantine(slot.block, *allocator_, quarantined_, id, msg.length);
+  if (id.ns == Ns::kValue) {
+    // A committer writes the pending slot under this lock too.
+    auto pit = table_.find(SlotId{id.key, Ns::kPending});
+    if (pit != table_.end()) quarantine(pit->second.block, *allocator_, quarantined_, pit->first, 0);
+  }
+  CtrlMsg r = grant_lock_locked(id, slot, msg);
+  r.flags |= kReplyBroken;
+  return r;
+}
+
 std::optional<CtrlMsg> Store::serve_lock(const CtrlMsg &msg, int source, bool inline_call) {
   std::lock_guard lk(table_mutex_);
   // A request from a process that failed since it sent it is dropped: nobody would release it.
@@ -154,20 +171,11 @@ std::optional<CtrlMsg> Store::serve_lock(const CtrlMsg &msg, int source, bool in
     HeldSlot &slot = it->second;
     const std::uint64_t owner = owner_of(slot.block.base).load(std::memory_order_acquire);
     if (owner == kOwnerFree || owner == msg.owner) return grant_lock_locked(id, slot, msg);
-    if (owner_dead(owner) && (msg.flags & kLockRepair) != 0) {
-      RMASTORE_FAULT_POINT("lock.break");
-      quarantine(slot.block, *allocator_, quarantined_, id, msg.length);
-      if (id.ns == Ns::kValue) {
-        // A committer writes the pending slot under this lock too.
-        auto pit = table_.find(SlotId{id.key, Ns::kPending});
-        if (pit != table_.end()) quarantine(pit->second.block, *allocator_, quarantined_, pit->first, 0);
-      }
-      CtrlMsg r = grant_lock_locked(id, slot, msg);
-      r.flags |= kReplyBroken;
-      return r;
-    }
+    if (owner_dead(owner) && (msg.flags & kLockRepair) != 0) return break_lock_locked(id, slot, msg);
     if ((msg.flags & kLockTry) != 0) return refusal(msg, ReplyStatus::kBusy);
     if (inline_call) return std::nullopt; // the agent asks its helper, which queues it
+    RMASTORE_TRACE("queues rank %d at %llu/%u: owner %#llx, wanted by %#llx", source, (unsigned long long)id.key,
+                   msg.ns, (unsigned long long)owner, (unsigned long long)msg.owner);
     slot.queued.push_back(Deferred{msg, source});
     return std::nullopt;
   } catch (const std::bad_alloc &) {
@@ -181,14 +189,17 @@ bool Store::serve_unlock(const CtrlMsg &msg, int, bool inline_call) {
   std::lock_guard lk(table_mutex_);
   const SlotId id{msg.key, static_cast<Ns>(msg.ns)};
   auto it = table_.find(id);
-  if (it == table_.end()) return true;
+  if (it == table_.end()) return !inline_call;
   HeldSlot &slot = it->second;
-  if (owner_of(slot.block.base).load(std::memory_order_acquire) != msg.owner) {
+  const bool held = owner_of(slot.block.base).load(std::memory_order_acquire) == msg.owner;
+  // Inline, only a lock held with nobody waiting is released: a request of the agent to its own
+  // helper may still be on its way, and only a message behind it is sure to withdraw it.
+  if (inline_call && (!held || !slot.queued.empty())) return false;
+  if (!held) {
     // Not (or no longer) its lock: withdraw the requests it has queued.
     std::erase_if(slot.queued, [&](const Deferred &d) { return d.msg.owner == msg.owner; });
     return true;
   }
-  if (inline_call && !slot.queued.empty()) return false;
   if ((msg.flags & kUnlockDropPending) != 0 && id.ns == Ns::kValue) {
     auto pit = table_.find(SlotId{id.key, Ns::kPending});
     if (pit != table_.end()) {
@@ -217,6 +228,7 @@ void Store::grant_next_locked(const SlotId &id, HeldSlot &slot) {
     } catch (const StoreError &) {
       r = refusal(d.msg, ReplyStatus::kNoMemory);
     }
+    RMASTORE_TRACE("hands %llu/%u on to rank %d", (unsigned long long)id.key, d.msg.ns, d.source);
     helper_->send(d.source, d.msg.reply_tag, r);
   }
 }
@@ -228,13 +240,36 @@ void Store::on_failures() {
     std::lock_guard lk(table_mutex_);
     for (auto &[id, slot] : table_) {
       std::erase_if(slot.queued, [&](const Deferred &d) { return failures_->dead(d.source); });
-      if (owner_dead(owner_of(slot.block.base).load(std::memory_order_acquire))) orphaned.push_back(id);
+      if (!owner_dead(owner_of(slot.block.base).load(std::memory_order_acquire))) continue;
+      // A repairer that queued here before this process knew the owner was dead gets the lock
+      // now; it would otherwise wait for a release that never comes.
+      auto waiting = std::find_if(slot.queued.begin(), slot.queued.end(),
+                                  [](const Deferred &d) { return (d.msg.flags & kLockRepair) != 0; });
+      if (waiting == slot.queued.end()) {
+        orphaned.push_back(id);
+        continue;
+      }
+      const Deferred d = *waiting;
+      slot.queued.erase(waiting);
+      CtrlMsg r;
+      try {
+        r = break_lock_locked(id, slot, d.msg);
+      } catch (const std::bad_alloc &) {
+        r = refusal(d.msg, ReplyStatus::kNoMemory);
+      } catch (const StoreError &) {
+        r = refusal(d.msg, ReplyStatus::kNoMemory);
+      }
+      RMASTORE_TRACE("breaks %llu/%u for queued repairer rank %d", (unsigned long long)id.key,
+                     static_cast<unsigned>(id.ns), d.source);
+      helper_->send(d.source, d.msg.reply_tag, r);
     }
   }
   // Asked again after every failure: the coordinator asked before may be among the failed.
   for (const SlotId &id : orphaned) {
     const std::vector<int> hs = holders_of(id);
     const int coordinator = hs.empty() ? rank_ : hs.front();
+    RMASTORE_TRACE("%llu/%u has a dead owner: repair asked of rank %d", (unsigned long long)id.key,
+                   static_cast<unsigned>(id.ns), coordinator);
     if (coordinator == rank_) {
       if (repairer_) repairer_->request(id);
       continue;
@@ -345,17 +380,35 @@ std::vector<Store::Lock> Store::acquire_locks(Agent &a, const std::vector<LockRe
   }
 }
 
+bool Store::retry_after(const StoreError &e, int &seen, std::int64_t &deadline) {
+  if (e.status() != STORE_ERR_PROC_FAILED || failures_->revoked()) return false;
+  record_failures(ctrl_, *failures_);
+  update_view();
+  const int now = failures_->failures();
+  const std::int64_t t = Helper::now_ns();
+  if (deadline == 0) deadline = t + 30'000'000'000;
+  if (now == seen) {
+    if (t > deadline) return false;
+    timespec nap{0, 200'000};
+    nanosleep(&nap, nullptr);
+  }
+  seen = now;
+  return true;
+}
+
 void Store::put_localized(std::uint64_t key, const void *buf, std::size_t len) {
   const SlotId id{key, Ns::kValue};
-  // Each new attempt follows a failure that changed placement or hit a holder: bounded by the
-  // number of processes.
-  for (int attempt = 0;; ++attempt) {
+  // Each new attempt follows a failure that changed placement or hit a holder.
+  int seen = failures_->failures();
+  std::int64_t deadline = 0;
+  for (;;) {
     app_->flush();
+    update_view();
     std::vector<Lock> locks;
     try {
       locks = acquire_locks(*app_, lock_requests(id, len, 0));
     } catch (const StoreError &e) {
-      if (e.status() == STORE_ERR_PROC_FAILED && !failures_->revoked() && attempt <= 2 * size_) continue;
+      if (retry_after(e, seen, deadline)) continue;
       throw;
     }
     std::uint64_t version = kNoVersion;
@@ -375,7 +428,7 @@ void Store::put_localized(std::uint64_t key, const void *buf, std::size_t len) {
     } catch (const StoreError &e) {
       release_locks(*app_, locks);
       // Every copy's holder failed during the put: the key's new holders get it.
-      if (e.status() == STORE_ERR_PROC_FAILED && !failures_->revoked() && attempt <= 2 * size_) continue;
+      if (retry_after(e, seen, deadline)) continue;
       throw;
     }
     release_locks(*app_, locks);

@@ -21,6 +21,7 @@
 #include "repair.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 
@@ -119,12 +120,18 @@ void Store::Repairer::loop() {
       if (stop_.load()) return;
       try {
         s_.repair_slot(agent_, *it);
+        RMASTORE_TRACE("repaired %llu/%u", (unsigned long long)it->key, static_cast<unsigned>(it->ns));
         repaired_slots_.fetch_add(1);
       } catch (const StoreError &e) {
         if (stop_.load()) return;
+        RMASTORE_TRACE("repair of %llu/%u: %s", (unsigned long long)it->key, static_cast<unsigned>(it->ns), e.what());
         if (e.status() == STORE_ERR_PROC_FAILED) {
           // Placement changed or a holder failed: what is left is done again under the new
-          // placement, whose difference from the last complete pass covers it.
+          // placement, whose difference from the last complete pass covers it. Until the
+          // failure set knows more than before, wait a little rather than spin.
+          const int before = s_.failures_->failures();
+          record_failures(s_.ctrl_, *s_.failures_);
+          if (s_.failures_->failures() == before) std::this_thread::sleep_for(std::chrono::microseconds(500));
           std::lock_guard lk(mu_);
           requested_.insert(it, work.end());
           view_dirty_ = true;
@@ -207,6 +214,8 @@ std::uint64_t Store::repair_slot(Agent &a, const SlotId &id) {
     }
   }
   std::vector<Lock> locks = acquire_locks(a, lock_requests(id, mine, kLockRepair));
+  RMASTORE_TRACE("repair of %llu/%u holds its %zu locks", (unsigned long long)id.key, static_cast<unsigned>(id.ns),
+                 locks.size());
   std::uint32_t unlock_flags = 0;
   try {
     // The newest complete copy, and whether anything was ever written here.

@@ -665,7 +665,9 @@ void Store::register_key(Agent &a, std::uint64_t key) {
   }
   CtrlMsg m;
   m.type = MsgType::kRegister;
-  for (int attempt = 0;; ++attempt) {
+  int seen = failures_ ? failures_->failures() : 0;
+  std::int64_t deadline = 0;
+  for (;;) {
     std::vector<int> others;
     for (int r = 0; r < size_; ++r) {
       if (r != rank_ && !(localized() && failures_->dead(r))) others.push_back(r);
@@ -675,7 +677,7 @@ void Store::register_key(Agent &a, std::uint64_t key) {
       break;
     } catch (const StoreError &e) {
       // Localized: a process that fails meanwhile needs no notice; tell the others again.
-      if (!localized() || e.status() != STORE_ERR_PROC_FAILED || failures_->revoked() || attempt > size_) throw;
+      if (!localized() || !retry_after(e, seen, deadline)) throw;
     }
   }
   std::lock_guard lk(known_mutex_);
@@ -1023,7 +1025,9 @@ store_status_t Store::get(std::uint64_t key, void *buf, std::size_t capacity, st
 store_status_t Store::get_localized(std::uint64_t key, void *buf, std::size_t capacity, std::size_t *len) {
   const SlotId id{key, Ns::kValue};
   Backoff backoff;
-  for (int failed = 0;;) {
+  int seen = failures_->failures();
+  std::int64_t deadline = 0;
+  for (;;) {
     std::vector<std::pair<int, int>> order; // (cost, holder): cheapest first, else placement order
     {
       std::lock_guard lk(cache_mutex_);
@@ -1045,7 +1049,7 @@ store_status_t Store::get_localized(std::uint64_t key, void *buf, std::size_t ca
         r = read_copy(*app_, id, holder, buf, capacity, len);
       } catch (const StoreError &e) {
         // The holder failed: placement changes, and the next round reads another copy.
-        if (e.status() != STORE_ERR_PROC_FAILED || failures_->revoked() || ++failed > 2 * size_) throw;
+        if (!retry_after(e, seen, deadline)) throw;
         again = true;
         break;
       }

@@ -38,6 +38,7 @@
 #include <vector>
 
 #include "doorbell.hpp"
+#include "errors.hpp"
 #include "failure.hpp"
 #include "helper.hpp"
 #include "placement.hpp"
@@ -170,6 +171,12 @@ private:
   // Localized variant: takes failures the helper recorded into placement. Returns the number
   // of failures placement now accounts for.
   int update_view();
+  // Localized variant: decides whether an operation that failed with `e` starts over. It does
+  // when a process failed: the failure set and placement are first brought up to what MPI
+  // knows (the helper's notice may lag behind the error the operation saw), with a short wait
+  // while nothing new is known. Not for other errors, after a revocation, or after 30 s without
+  // news. `seen` and `deadline` carry state between attempts (start: failure count, 0).
+  bool retry_after(const StoreError &e, int &seen, std::int64_t &deadline);
 
   // ---- holder side (slot table), guarded by table_mutex_ ----
   struct Deferred {
@@ -271,7 +278,9 @@ private:
   // Holder side: serves kLock, kUnlock (helper thread, or the agent inline for its own slots).
   std::optional<CtrlMsg> serve_lock(const CtrlMsg &msg, int source, bool inline_call);
   CtrlMsg grant_lock_locked(const SlotId &id, HeldSlot &slot, const CtrlMsg &msg);
-  // Returns false if waiters are queued: then only the helper may release (it replies to them).
+  CtrlMsg break_lock_locked(const SlotId &id, HeldSlot &slot, const CtrlMsg &msg);
+  // Inline: returns false unless it released a lock nobody waits for; the agent then sends the
+  // unlock to its helper, behind any lock request still on its way there.
   bool serve_unlock(const CtrlMsg &msg, int source, bool inline_call);
   void grant_next_locked(const SlotId &id, HeldSlot &slot);
   // Helper thread, after it recorded new failures: drops their queued lock requests and asks

@@ -102,8 +102,11 @@ void Store::tx_commit() {
 // fail during the commit are skipped; if the committer fails, the repairs of its keys decide
 // from its record (repair.cpp).
 void Store::tx_commit_localized(const std::map<std::uint64_t, std::vector<std::byte>> &values) {
-  for (int attempt = 0;; ++attempt) {
+  int seen = failures_->failures();
+  std::int64_t deadline = 0;
+  for (;;) {
     app_->flush();
+    update_view();
     const std::uint64_t seq = ++tx_seq_;
     std::vector<std::uint64_t> record;
     record.push_back(seq);
@@ -119,7 +122,7 @@ void Store::tx_commit_localized(const std::map<std::uint64_t, std::vector<std::b
     try {
       locks = acquire_locks(*app_, reqs);
     } catch (const StoreError &e) {
-      if (e.status() == STORE_ERR_PROC_FAILED && !failures_->revoked() && attempt <= 2 * size_) continue;
+      if (retry_after(e, seen, deadline)) continue;
       throw;
     }
     try {
@@ -181,7 +184,7 @@ void Store::tx_commit_localized(const std::map<std::uint64_t, std::vector<std::b
       release_locks(*app_, locks);
       // Every copy of some slot failed during the commit: start over on the new holders (with a
       // new sequence number, so the half-written attempt's pending values stay undecided).
-      if (e.status() == STORE_ERR_PROC_FAILED && !failures_->revoked() && attempt <= 2 * size_) continue;
+      if (retry_after(e, seen, deadline)) continue;
       throw;
     }
     release_locks(*app_, locks);

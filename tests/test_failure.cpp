@@ -4,8 +4,13 @@
 // until a failure, recovery, checks, and the survivors taking over the dead ranks' keys.
 //
 //   test_failure --replicas R --victims a,b [--killers a] [--kill-at N] [--tx 1] [--keys K]
-//                [--rounds N] [--detector ping]
-//   test_failure --seed S --kills K
+//                [--rounds N] [--detector ping] [--localized 1] [--compact 1]
+//   test_failure --seed S --kills K [--localized 1]
+//
+// With --localized 1 the store uses the localized recovery variant: no call may report the
+// failure, the survivors carry on through it, and the checks run once the background repair
+// has settled (the test shrinks its own communicator to coordinate them). --compact 1 then also
+// calls store_recover (compaction) at the end of each episode.
 //
 // In the first form there is one episode. Victims die either at a library fault point
 // (RMASTORE_FAULT, set by the test registration) or, the killers among them, by raising
@@ -37,6 +42,7 @@
 
 #include "capi_internal.hpp"
 #include "test_util.hpp"
+#include "ulfm.hpp"
 
 using namespace rmastore::test;
 using Clock = std::chrono::steady_clock;
@@ -65,6 +71,8 @@ struct Options {
   int keys = 12; // per rank
   int rounds = 6;
   bool tx = false;
+  bool localized = false;
+  bool compact = false; // localized: store_recover at the end of each episode
   int detector = STORE_DETECTOR_NOTIFY;
   std::vector<Episode> episodes;
   std::string fault; // RMASTORE_FAULT chosen by a seed
@@ -88,14 +96,20 @@ void draw(Options &o, int kills, int p) {
   const auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<std::uint64_t>(n)); };
   o.replicas = (kills >= 2 || pick(2) == 0) && p - kills >= 3 ? 3 : 2;
   o.tx = pick(2) == 0;
+  if (o.localized) o.compact = pick(2) == 0;
   o.keys = 6 + pick(10);
   o.rounds = 4 + pick(6);
   std::vector<int> alive(static_cast<std::size_t>(p));
   for (int i = 0; i < p; ++i) alive[static_cast<std::size_t>(i)] = i;
-  static const char *kPoints[] = {"put.between_copies", "put.before_switch", "enlarge.serve",   "tx.before_pending",
-                                  "tx.between_pending", "tx.before_record",  "tx.after_record", "tx.during_apply"};
+  static const char *kPoints[] = {"put.between_copies", "put.before_switch",  "enlarge.serve",
+                                  "tx.before_pending",  "tx.between_pending", "tx.before_record",
+                                  "tx.after_record",    "tx.during_apply",    "lock.acquired"};
   static const char *kRecoverPoints[] = {"recover.start",        "recover.after_revoke", "recover.after_shrink",
                                          "recover.after_window", "recover.rereplicate",  "recover.after_rereplicate"};
+  // Localized: the background repair after an earlier death takes the place of store_recover
+  // (which only runs there with compaction).
+  static const char *kRepairPoints[] = {"lock.break", "repair.transfer"};
+  const int data_points = o.localized ? 9 : 8;
   while (kills > 0) {
     // Per episode at most r-1 deaths, so that no key can lose every copy.
     const int n = std::min(kills, std::max(1, pick(o.replicas - 1) + 1));
@@ -110,10 +124,12 @@ void draw(Options &o, int kills, int p) {
       // death inside recovery needs another death that starts the recovery.
       const int how = o.episodes.empty() ? pick(3) : 0;
       if (how == 1 && i + 1 < n) {
-        o.fault += (o.fault.empty() ? "" : ",") + std::string(kPoints[pick(8)]) + "@" + std::to_string(v) + "#" +
-                   std::to_string(1 + pick(4));
-      } else if (how == 2 && i > 0) {
+        o.fault += (o.fault.empty() ? "" : ",") + std::string(kPoints[pick(data_points)]) + "@" + std::to_string(v) +
+                   "#" + std::to_string(1 + pick(4));
+      } else if (how == 2 && i > 0 && (!o.localized || o.compact)) {
         o.fault += (o.fault.empty() ? "" : ",") + std::string(kRecoverPoints[pick(6)]) + "@" + std::to_string(v);
+      } else if (how == 2 && i > 0) {
+        o.fault += (o.fault.empty() ? "" : ",") + std::string(kRepairPoints[pick(2)]) + "@" + std::to_string(v);
       } else {
         e.killers.push_back(v);
       }
@@ -136,6 +152,8 @@ Options parse(int argc, char **argv) {
     if (a == "--rounds") o.rounds = std::atoi(v.c_str());
     if (a == "--tx") o.tx = std::atoi(v.c_str()) != 0;
     if (a == "--detector") o.detector = v == "ping" ? STORE_DETECTOR_PING : STORE_DETECTOR_NOTIFY;
+    if (a == "--localized") o.localized = std::atoi(v.c_str()) != 0;
+    if (a == "--compact") o.compact = std::atoi(v.c_str()) != 0;
     if (a == "--victims") e.victims = parse_list(v);
     if (a == "--killers") e.killers = parse_list(v);
     if (a == "--seed") o.seed = std::strtoull(v.c_str(), nullptr, 10);
@@ -200,16 +218,89 @@ bool in(const std::vector<int> &list, int rank) {
   return std::find(list.begin(), list.end(), rank) != list.end();
 }
 
-// True if RMASTORE_FAULT names a point inside store_recover for this rank.
-bool dies_in_recovery(int rank) {
+// True if RMASTORE_FAULT names a point for this rank whose name starts with `prefix`.
+bool has_point(int rank, const char *prefix) {
   const char *env = std::getenv("RMASTORE_FAULT");
   if (env == nullptr) return false;
   const std::string spec = env;
-  for (std::size_t p = spec.find("recover."); p != std::string::npos; p = spec.find("recover.", p + 1)) {
+  for (std::size_t p = spec.find(prefix); p != std::string::npos; p = spec.find(prefix, p + 1)) {
     const std::size_t at = spec.find('@', p);
     if (at != std::string::npos && std::atoi(spec.c_str() + at + 1) == rank) return true;
   }
   return false;
+}
+
+// This rank dies inside store_recover.
+bool dies_in_recovery(int rank) {
+  return has_point(rank, "recover.");
+}
+
+// Localized: this rank dies in the background repair of another's death.
+bool dies_in_repair(int rank) {
+  return has_point(rank, "lock.break") || has_point(rank, "repair.");
+}
+
+// The survivors' collectives, built from point-to-point messages among known-live ranks of a
+// communicator that may hold dead ones. The localized variant needs no survivors'
+// communicator, and making one for the test is not reliable in Open MPI 5.0.7: the agreement
+// inside MPIX_Comm_shrink crashed (segfault in era_iagree_req_complete_cb) in 1 of about 13
+// runs, MPI_Comm_create_group refuses a parent with failed processes, and
+// MPI_Comm_create_from_group hung in ompi_comm_activate in 1 of 3.
+class Peers {
+public:
+  Peers() = default;
+  Peers(MPI_Comm comm, std::vector<int> members) : comm_(comm), members_(std::move(members)) {
+    int me = 0;
+    MPI_Comm_rank(comm_, &me);
+    index_ = static_cast<int>(std::find(members_.begin(), members_.end(), me) - members_.begin());
+  }
+  bool valid() const { return comm_ != MPI_COMM_NULL && index_ < size(); }
+  int size() const { return static_cast<int>(members_.size()); }
+  int index() const { return index_; } // 0 on one of them: the one that prints
+  std::uint64_t sum(std::uint64_t v) {
+    return combine(v, [](std::uint64_t a, std::uint64_t b) { return a + b; });
+  }
+  std::uint64_t max(std::uint64_t v) {
+    return combine(v, [](std::uint64_t a, std::uint64_t b) { return std::max(a, b); });
+  }
+  void barrier() {
+    combine(0, [](std::uint64_t a, std::uint64_t) { return a; });
+  }
+  // Everyone's value, in member order.
+  std::vector<std::uint64_t> gather(std::uint64_t v) {
+    std::vector<std::uint64_t> all(members_.size(), 0);
+    if (index_ == 0) {
+      all[0] = v;
+      for (std::size_t i = 1; i < members_.size(); ++i)
+        MPI_Recv(&all[i], 1, MPI_UINT64_T, members_[i], kTag, comm_, MPI_STATUS_IGNORE);
+      for (std::size_t i = 1; i < members_.size(); ++i)
+        MPI_Send(all.data(), size(), MPI_UINT64_T, members_[i], kTag, comm_);
+    } else {
+      MPI_Send(&v, 1, MPI_UINT64_T, members_[0], kTag, comm_);
+      MPI_Recv(all.data(), size(), MPI_UINT64_T, members_[0], kTag, comm_, MPI_STATUS_IGNORE);
+    }
+    return all;
+  }
+
+private:
+  static constexpr int kTag = 4242;
+  template <class Op> std::uint64_t combine(std::uint64_t v, Op op) {
+    const std::vector<std::uint64_t> all = gather(v);
+    std::uint64_t r = all[0];
+    for (std::size_t i = 1; i < all.size(); ++i) r = op(r, all[i]);
+    return r;
+  }
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  std::vector<int> members_;
+  int index_ = 0;
+};
+
+Peers everyone(MPI_Comm comm) {
+  int n = 0;
+  MPI_Comm_size(comm, &n);
+  std::vector<int> all(static_cast<std::size_t>(n));
+  for (int i = 0; i < n; ++i) all[static_cast<std::size_t>(i)] = i;
+  return Peers(comm, all);
 }
 
 class Run {
@@ -222,6 +313,27 @@ public:
   }
 
   KeyRecord &record(int rank, int k) { return rec_[rank * opt_.keys + k]; }
+
+  // Runs one store call and keeps the longest time any call took: none may hang.
+  template <class F> store_status_t timed(F &&call) {
+    const auto t0 = Clock::now();
+    const store_status_t st = call();
+    longest_ = std::max(longest_, std::chrono::duration<double>(Clock::now() - t0).count());
+    return st;
+  }
+  double longest_call() const { return longest_; }
+
+  // A status from a call that a failure may interrupt. Global variant: STORE_ERR_PROC_FAILED is
+  // the expected news of a failure. Localized: calls carry on through failures, so only
+  // STORE_OK is right.
+  bool failed_as_expected(store_status_t st, const char *what) {
+    if (opt_.localized) {
+      CHECK(st == STORE_OK, "%s returned %s (localized: calls carry on through failures)", what, store_strerror(st));
+    } else {
+      CHECK(st == STORE_ERR_PROC_FAILED, "%s returned %s", what, store_strerror(st));
+    }
+    return false;
+  }
 
   // A failure seen: a process that is to die with others dies now, so that the deaths of an
   // episode are (nearly) simultaneous.
@@ -240,35 +352,26 @@ public:
     }
     if (tx) {
       const store_status_t st = store_tx_begin(s_);
-      if (st != STORE_OK) {
-        CHECK(st == STORE_ERR_PROC_FAILED, "tx_begin: %s", store_strerror(st));
-        return false; // a failure is known already
-      }
+      if (st != STORE_OK) return failed_as_expected(st, "tx_begin"); // a failure is known already
     }
     for (auto [r, k] : mine) {
       const store_key_t key = key_of(r, k);
       const auto v = make_value(key, version, length_of(key, version));
       record(r, k).inflight = version;
-      const store_status_t st = store_put(s_, key, v.data(), v.size());
+      const store_status_t st = timed([&] { return store_put(s_, key, v.data(), v.size()); });
       if (tx && st != STORE_OK) {
-        CHECK(st == STORE_ERR_PROC_FAILED, "put in a transaction: %s", store_strerror(st));
+        failed_as_expected(st, "put in a transaction");
         CHECK(store_tx_abort(s_) == STORE_OK, "tx_abort");
         return false;
       }
       if (tx) continue;
-      if (st != STORE_OK) {
-        CHECK(st == STORE_ERR_PROC_FAILED, "put returned %s", store_strerror(st));
-        return false;
-      }
+      if (st != STORE_OK) return failed_as_expected(st, "put");
       record(r, k).committed = version;
       record(r, k).inflight = 0;
     }
     if (!tx) return true;
-    const store_status_t st = store_tx_commit(s_);
-    if (st != STORE_OK) {
-      CHECK(st == STORE_ERR_PROC_FAILED, "commit returned %s", store_strerror(st));
-      return false;
-    }
+    const store_status_t st = timed([&] { return store_tx_commit(s_); });
+    if (st != STORE_OK) return failed_as_expected(st, "commit");
     for (auto [r, k] : mine) {
       record(r, k).committed = version;
       record(r, k).inflight = 0;
@@ -293,9 +396,11 @@ public:
         ++ops;
         const int other = (me_ + round + k) % p_;
         size_t len = 0;
-        const store_status_t gs = store_get(s_, key_of(other, k), buf_.data(), buf_.size(), &len);
+        const store_status_t gs =
+            timed([&] { return store_get(s_, key_of(other, k), buf_.data(), buf_.size(), &len); });
         std::uint64_t got = 0;
         if (gs == STORE_ERR_PROC_FAILED) {
+          failed_as_expected(gs, "get");
           saw_failure(e);
         } else if (gs == STORE_ERR_NOT_FOUND) {
           CHECK(record(other, k).committed == 0, "get: not found"); // only if never committed
@@ -305,9 +410,18 @@ public:
       }
     }
     // Victims still alive (their fault point was not reached) die now, except those meant to
-    // die inside store_recover; the others keep asking until they hear of it. A call must
-    // never hang: the bound is generous, detection takes milliseconds.
-    if (in(e.victims, me_) && !dies_in_recovery(me_)) raise(SIGKILL);
+    // die inside store_recover or the background repair; the others keep asking until they hear
+    // of it. A call must never hang: the bound is generous, detection takes milliseconds.
+    if (in(e.victims, me_) && !dies_in_recovery(me_) && !dies_in_repair(me_)) raise(SIGKILL);
+    if (opt_.localized) {
+      if (dies_in_repair(me_)) {
+        // The point fires while this rank repairs after another's death; if the repair never
+        // reaches it, the rank dies once the repair is done.
+        wait_for_repair(1);
+        raise(SIGKILL);
+      }
+      return;
+    }
     const auto deadline = Clock::now() + std::chrono::seconds(20);
     while (!failed_ && Clock::now() < deadline) {
       size_t len = 0;
@@ -315,6 +429,45 @@ public:
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
     CHECK(failed_, "no failure was reported within 20 s");
+  }
+
+  // Localized: waits until this rank knows at least `dead` failures and its repair is idle.
+  // Returns false after 20 s.
+  bool wait_for_repair(int dead) {
+    const auto deadline = Clock::now() + std::chrono::seconds(20);
+    store_info_t info;
+    store_info_init(&info);
+    while (Clock::now() < deadline) {
+      store_get_info(s_, &info);
+      if (info.failed_processes >= dead && info.repair_backlog == 0) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    return false;
+  }
+
+  // Localized: once every survivor knows the `dead` failures, the survivors (of the test's
+  // own communicator `comm`; the store needs none), after waiting until no survivor has
+  // anything left to repair, three times in a row, so that repairs one asked of another are
+  // seen too.
+  Peers settle(MPI_Comm comm, const std::vector<int> &dead) {
+    CHECK(wait_for_repair(static_cast<int>(dead.size())), "the failures were not known and repaired within 20 s");
+    std::vector<int> alive;
+    for (int r = 0; r < p_; ++r) {
+      if (!in(dead, r)) alive.push_back(r);
+    }
+    Peers g(comm, alive);
+    const auto deadline = Clock::now() + std::chrono::seconds(20);
+    store_info_t info;
+    store_info_init(&info);
+    bool late = false; // decided together: every survivor leaves the loop in the same round
+    for (int quiet = 0; quiet < 3 && !late;) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      store_get_info(s_, &info);
+      quiet = g.max(info.repair_backlog) == 0 ? quiet + 1 : 0;
+      late = g.max(Clock::now() >= deadline ? 1 : 0) != 0;
+    }
+    CHECK(!late, "the repairs did not settle within 20 s");
+    return g;
   }
 
   // Recovers, again as long as processes fail meanwhile; returns the survivors' communicator.
@@ -334,7 +487,7 @@ public:
 
   // Every key of every rank, the dead ranks' included, holds its committed value or the one
   // that was being put, and has its full number of copies on the survivors.
-  void verify(MPI_Comm comm, int survivors) {
+  void verify(Peers &g, int survivors) {
     auto *impl = rmastore::internal::impl(s_);
     std::uint64_t held = 0, total_keys = 0;
     for (int rank = 0; rank < p_; ++rank) {
@@ -369,41 +522,39 @@ public:
       }
       CHECK(!opt_.tx || !mixed, "the keys of rank %d hold different versions: a transaction was applied in part", rank);
     }
-    std::uint64_t copies = 0;
-    MPI_Allreduce(&held, &copies, 1, MPI_UINT64_T, MPI_SUM, comm);
+    const std::uint64_t copies = g.sum(held);
     const auto r = static_cast<std::uint64_t>(std::min(opt_.replicas, survivors));
     CHECK(copies == total_keys * r, "%llu copies for %llu keys", (unsigned long long)copies,
           (unsigned long long)total_keys);
     store_info_t info;
     store_info_init(&info);
     store_get_info(s_, &info);
-    std::uint64_t local = info.local_copies, all = 0;
-    MPI_Allreduce(&local, &all, 1, MPI_UINT64_T, MPI_SUM, comm);
+    const std::uint64_t all = g.sum(info.local_copies);
     CHECK(all == total_keys * r, "store_info counts %llu copies", (unsigned long long)all);
   }
 
   // After recovery: transaction mode, then normal mode, and the dead ranks' keys get a new
   // owner among the survivors, who writes them from now on.
-  void take_over(MPI_Comm comm, const std::vector<int> &dead, std::uint64_t version) {
+  void take_over(Peers &g, const std::vector<int> &dead, std::uint64_t version) {
     store_mode_t mode = STORE_MODE_NORMAL;
-    CHECK(store_get_mode(s_, &mode) == STORE_OK && mode == STORE_MODE_TRANSACTION, "not in transaction mode");
-    const auto v = make_value(key_of(me_, 0), 99, 10);
-    CHECK(store_put(s_, key_of(me_, 0), v.data(), v.size()) == STORE_ERR_MODE, "a plain put in transaction mode");
+    if (!opt_.localized) {
+      CHECK(store_get_mode(s_, &mode) == STORE_OK && mode == STORE_MODE_TRANSACTION, "not in transaction mode");
+      const auto v = make_value(key_of(me_, 0), 99, 10);
+      CHECK(store_put(s_, key_of(me_, 0), v.data(), v.size()) == STORE_ERR_MODE, "a plain put in transaction mode");
+    }
     const store_status_t bn = store_back_to_normal(s_);
     CHECK(bn == STORE_OK, "store_back_to_normal: %s", store_strerror(bn));
     CHECK(store_get_mode(s_, &mode) == STORE_OK && mode == STORE_MODE_NORMAL, "still in transaction mode");
-    int survivors = 0;
-    MPI_Comm_size(comm, &survivors);
-    std::vector<int> alive(static_cast<std::size_t>(survivors));
-    MPI_Allgather(&me_, 1, MPI_INT, alive.data(), 1, MPI_INT, comm);
+    const int survivors = g.size();
+    const std::vector<std::uint64_t> alive = g.gather(static_cast<std::uint64_t>(me_));
     for (int r = 0; r < p_; ++r) {
       if (in(dead, owner_[static_cast<std::size_t>(r)])) {
-        owner_[static_cast<std::size_t>(r)] = alive[static_cast<std::size_t>(r % survivors)];
+        owner_[static_cast<std::size_t>(r)] = static_cast<int>(alive[static_cast<std::size_t>(r % survivors)]);
       }
     }
-    MPI_Barrier(comm);
+    g.barrier();
     CHECK(write_all(version, false), "put after recovery");
-    MPI_Barrier(comm);
+    g.barrier();
     for (int rank = 0; rank < p_; ++rank) {
       for (int k = 0; k < opt_.keys; ++k) {
         const store_key_t key = key_of(rank, k);
@@ -414,7 +565,7 @@ public:
               store_strerror(gs));
       }
     }
-    MPI_Barrier(comm);
+    g.barrier();
   }
 
 private:
@@ -424,6 +575,7 @@ private:
   std::vector<std::byte> buf_;
   int me_ = 0, p_ = 0;
   bool failed_ = false;
+  double longest_ = 0;
   std::vector<int> owner_; // who writes the keys of rank i now
 };
 
@@ -455,6 +607,7 @@ int main(int argc, char **argv) {
   store_config_init(&cfg);
   cfg.replicas = std::min(opt.replicas, p);
   cfg.detector = opt.detector;
+  cfg.recovery = opt.localized ? STORE_RECOVERY_LOCALIZED : STORE_RECOVERY_GLOBAL;
   store_t s = nullptr;
   CHECK(store_init(MPI_COMM_WORLD, &cfg, &s) == STORE_OK, "store_init failed");
   if (rec == nullptr || s == nullptr) {
@@ -463,52 +616,102 @@ int main(int argc, char **argv) {
     return 1;
   }
   Run run(opt, rec, s);
+  // The localized variant's survivors talk on a copy of the world made while all are alive.
+  MPI_Comm world = MPI_COMM_NULL;
+  CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &world) == MPI_SUCCESS, "MPI_Comm_dup");
+  MPI_Comm_set_errhandler(world, MPI_ERRORS_RETURN);
 
   // Every key gets a first value (fault points may already fire here).
   bool early = !run.write_all(1, false);
   if (MPI_Barrier(MPI_COMM_WORLD) != MPI_SUCCESS) early = true;
+  if (opt.localized) early = false; // nobody stops: every rank goes on with its operations
 
   std::vector<int> dead;
+  // The global variant's survivors' communicator comes from store_recover.
   MPI_Comm comm = MPI_COMM_NULL;
   store_recovery_t report{};
+  const auto print_recovery = [&](Peers &g, std::size_t e, const char *what) {
+    if (g.index() != 0) return;
+    std::printf("episode %zu: %s %d attempt(s), %.1f ms (shrink %.1f, window %.1f, re-replication %.1f), "
+                "%llu B lost, %llu B moved, %llu keys repaired of %llu, transactions: %llu keys forward, %llu "
+                "back\n",
+                e, what, report.attempts, report.total_seconds * 1e3, report.shrink_seconds * 1e3,
+                report.window_seconds * 1e3, report.rereplicate_seconds * 1e3, (unsigned long long)report.bytes_lost,
+                (unsigned long long)report.bytes_moved, (unsigned long long)report.keys_repaired,
+                (unsigned long long)report.keys, (unsigned long long)report.tx_rolled_forward,
+                (unsigned long long)report.tx_rolled_back);
+    std::fflush(stdout);
+  };
+  const auto give_up = [&] {
+    write_verdict(false);
+    return 1; // without MPI_Finalize: the others cannot finish with us anyway
+  };
   for (std::size_t e = 0; e < opt.episodes.size(); ++e) {
     const Episode &ep = opt.episodes[e];
     if (!(e == 0 && early))
       run.operate(ep, 2 + 100 * e);
     else
       run.saw_failure(ep);
-    dead.insert(dead.end(), ep.victims.begin(), ep.victims.end());
     if (comm != MPI_COMM_NULL) MPI_Comm_free(&comm);
-    comm = run.recover(report);
-    if (comm == MPI_COMM_NULL) {
-      write_verdict(false);
-      return 1; // without MPI_Finalize: the others cannot finish with us anyway
+    if (opt.localized) {
+      // The survivors carried on. Once the background repair settled, every key must be whole
+      // again, without any collective call on the store.
+      for (int v : ep.victims) {
+        if (!dies_in_recovery(v)) dead.push_back(v);
+      }
+      Peers g = run.settle(world, dead);
+      CHECK(g.valid(), "this rank is not among the survivors");
+      if (!g.valid()) return give_up();
+      int survivors = g.size();
+      CHECK(survivors == p - static_cast<int>(dead.size()), "%d survivors", survivors);
+      store_recovery_init(&report);
+      store_last_recovery(s, &report);
+      CHECK(report.lost_count == 0, "%llu keys lost with at most r-1 failures", (unsigned long long)report.lost_count);
+      store_info_t info;
+      store_info_init(&info);
+      store_get_info(s, &info);
+      const std::uint64_t repaired = g.sum(info.repaired_bytes);
+      if (g.index() == 0) {
+        std::printf("episode %zu: background repair settled, %llu B written by repairs so far\n", e,
+                    (unsigned long long)repaired);
+        std::fflush(stdout);
+      }
+      run.verify(g, survivors);
+      run.take_over(g, dead, 90 + 100 * e);
+      if (!opt.compact) continue;
+      // Compaction: optional, it must leave everything as it was (victims of recover.* points
+      // die inside it).
+      for (int v : ep.victims) {
+        if (dies_in_recovery(v)) dead.push_back(v);
+      }
+      comm = run.recover(report);
+      if (comm == MPI_COMM_NULL) return give_up();
+      Peers c = everyone(comm);
+      survivors = c.size();
+      CHECK(survivors == p - static_cast<int>(dead.size()), "%d survivors after compaction", survivors);
+      CHECK(report.lost_count == 0, "%llu keys lost in compaction", (unsigned long long)report.lost_count);
+      run.verify(c, survivors);
+      print_recovery(c, e, "compaction");
+      continue;
     }
-    int survivors = 0;
-    MPI_Comm_size(comm, &survivors);
+    dead.insert(dead.end(), ep.victims.begin(), ep.victims.end());
+    comm = run.recover(report);
+    if (comm == MPI_COMM_NULL) return give_up();
+    Peers g = everyone(comm);
+    const int survivors = g.size();
     CHECK(survivors == p - static_cast<int>(dead.size()), "%d survivors", survivors);
     CHECK(report.lost_count == 0, "%llu keys lost with at most r-1 failures", (unsigned long long)report.lost_count);
-    run.verify(comm, survivors);
-    run.take_over(comm, dead, 90 + 100 * e);
-    int new_rank = 0;
-    MPI_Comm_rank(comm, &new_rank);
-    if (new_rank == 0) {
-      std::printf("episode %zu: recovery %d attempt(s), %.1f ms (shrink %.1f, window %.1f, re-replication %.1f), "
-                  "%llu B lost, %llu B moved, %llu keys repaired of %llu, transactions: %llu keys forward, %llu "
-                  "back\n",
-                  e, report.attempts, report.total_seconds * 1e3, report.shrink_seconds * 1e3,
-                  report.window_seconds * 1e3, report.rereplicate_seconds * 1e3, (unsigned long long)report.bytes_lost,
-                  (unsigned long long)report.bytes_moved, (unsigned long long)report.keys_repaired,
-                  (unsigned long long)report.keys, (unsigned long long)report.tx_rolled_forward,
-                  (unsigned long long)report.tx_rolled_back);
-      std::fflush(stdout);
-    }
+    run.verify(g, survivors);
+    run.take_over(g, dead, 90 + 100 * e);
+    print_recovery(g, e, "recovery");
   }
+  CHECK(run.longest_call() < 10, "a call took %.1f s", run.longest_call());
   CHECK(store_finalize(&s) == STORE_OK, "store_finalize");
   const double total_s = std::chrono::duration<double>(Clock::now() - t_start).count();
   CHECK(total_s < 60, "the scenario took %.1f s", total_s);
   write_verdict(failures == 0);
-  MPI_Comm_free(&comm);
+  if (comm != MPI_COMM_NULL) MPI_Comm_free(&comm);
+  MPI_Comm_free(&world);
   MPI_Finalize();
   return failures == 0 ? 0 : 1;
 }

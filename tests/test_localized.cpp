@@ -158,8 +158,8 @@ TEST(Localized, TransactionsAndPutsOnOverlappingKeys) {
     const store_key_t shared = keys[static_cast<std::size_t>(2 * kPairs) + rng() % 4];
     if (rng() % 3 != 0) {
       ASSERT_EQ(store_tx_begin(s), STORE_OK);
-      for (store_key_t key : {keys[static_cast<std::size_t>(2 * pair)], keys[static_cast<std::size_t>(2 * pair + 1)],
-                              shared}) {
+      for (store_key_t key :
+           {keys[static_cast<std::size_t>(2 * pair)], keys[static_cast<std::size_t>(2 * pair + 1)], shared}) {
         const auto v = make_value(key, version, 100 + rng() % 30000);
         ASSERT_EQ(store_put(s, key, v.data(), v.size()), STORE_OK);
       }
