@@ -49,6 +49,18 @@ CtrlMsg refusal(const CtrlMsg &msg, ReplyStatus status) {
   return r;
 }
 
+// A grant that needs memory the holder cannot get (allocation, or the window refused another
+// region) is answered with a refusal instead.
+template <class Grant> CtrlMsg or_refusal(const CtrlMsg &msg, Grant grant) {
+  try {
+    return grant();
+  } catch (const std::bad_alloc &) {
+    return refusal(msg, ReplyStatus::kNoMemory);
+  } catch (const StoreError &) {
+    return refusal(msg, ReplyStatus::kNoMemory);
+  }
+}
+
 // True if the copy in `block` is complete and untorn (an empty or lost slot counts as valid:
 // its header is).
 bool copy_valid(const SlotAllocator::Block &block, const SlotHeader &h) {
@@ -220,14 +232,7 @@ void Store::grant_next_locked(const SlotId &id, HeldSlot &slot) {
     const Deferred d = next;
     slot.queued.pop_front();
     if (failures_->dead(d.source)) continue;
-    CtrlMsg r;
-    try {
-      r = grant_lock_locked(id, slot, d.msg);
-    } catch (const std::bad_alloc &) {
-      r = refusal(d.msg, ReplyStatus::kNoMemory);
-    } catch (const StoreError &) {
-      r = refusal(d.msg, ReplyStatus::kNoMemory);
-    }
+    const CtrlMsg r = or_refusal(d.msg, [&] { return grant_lock_locked(id, slot, d.msg); });
     RMASTORE_TRACE("hands %llu/%u on to rank %d", (unsigned long long)id.key, d.msg.ns, d.source);
     helper_->send(d.source, d.msg.reply_tag, r);
   }
@@ -251,14 +256,7 @@ void Store::on_failures() {
       }
       const Deferred d = *waiting;
       slot.queued.erase(waiting);
-      CtrlMsg r;
-      try {
-        r = break_lock_locked(id, slot, d.msg);
-      } catch (const std::bad_alloc &) {
-        r = refusal(d.msg, ReplyStatus::kNoMemory);
-      } catch (const StoreError &) {
-        r = refusal(d.msg, ReplyStatus::kNoMemory);
-      }
+      const CtrlMsg r = or_refusal(d.msg, [&] { return break_lock_locked(id, slot, d.msg); });
       RMASTORE_TRACE("breaks %llu/%u for queued repairer rank %d", (unsigned long long)id.key,
                      static_cast<unsigned>(id.ns), d.source);
       helper_->send(d.source, d.msg.reply_tag, r);
