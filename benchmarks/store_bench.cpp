@@ -394,6 +394,16 @@ int main(int argc, char **argv) {
             std::size_t len = 0;
             store_get(s, key, rbuf.data(), rbuf.size(), &len);
           }
+          // One timed operation; a failed one would time an error path, so it ends the run.
+          const auto once = [&] {
+            std::size_t len = 0;
+            const store_status_t st =
+                op == "put" ? store_put(s, key, buf.data(), size) : store_get(s, key, rbuf.data(), rbuf.size(), &len);
+            if (st != STORE_OK) {
+              std::fprintf(stderr, "store_bench: %s of %zu B: %s\n", op.c_str(), size, store_strerror(st));
+              MPI_Abort(MPI_COMM_WORLD, 8);
+            }
+          };
           double idle_median = 0;
           for (const std::string &scenario : opt.scenarios) {
             Row row{op, scenario, size, r, np, reps, {}, {}, 0, det, 0};
@@ -406,12 +416,7 @@ int main(int argc, char **argv) {
                   tr.clear();
                   for (int i = 0; i < reps; ++i) {
                     double t0 = now_us();
-                    if (op == "put") {
-                      store_put(s, key, buf.data(), size);
-                    } else {
-                      std::size_t len = 0;
-                      store_get(s, key, rbuf.data(), rbuf.size(), &len);
-                    }
+                    once();
                     double t1 = now_us();
                     if (op == "put")
                       raw.put(targets, buf.data(), size);
@@ -436,12 +441,7 @@ int main(int argc, char **argv) {
                 const double until = now_us() + (budget_ms - 40) * 1000;
                 for (int i = 0; i < reps && now_us() < until; ++i) {
                   double t0 = now_us();
-                  if (op == "put") {
-                    store_put(s, key, buf.data(), size);
-                  } else {
-                    std::size_t len = 0;
-                    store_get(s, key, rbuf.data(), rbuf.size(), &len);
-                  }
+                  once();
                   ts.push_back(now_us() - t0);
                 }
               } else {

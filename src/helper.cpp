@@ -113,12 +113,7 @@ void Helper::serve_one(int source) {
     handler_(msg, source);
   } catch (const std::exception &e) {
     if (msg.type == MsgType::kAcquireWrite || msg.type == MsgType::kLookup) {
-      CtrlMsg r;
-      r.type = MsgType::kReply;
-      r.status = ReplyStatus::kError;
-      r.key = msg.key;
-      r.request = msg.request;
-      send(source, kTagReply, r);
+      send(source, kTagReply, reply_to(msg, ReplyStatus::kError));
     }
     std::fprintf(stderr, "rmastore: helper could not serve a request from %d: %s\n", source, e.what());
   }

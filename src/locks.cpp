@@ -39,28 +39,6 @@ std::atomic_ref<std::uint64_t> owner_of(std::byte *slot_base) {
   return std::atomic_ref<std::uint64_t>(*reinterpret_cast<std::uint64_t *>(slot_base + kOwnerOffset));
 }
 
-CtrlMsg refusal(const CtrlMsg &msg, ReplyStatus status) {
-  CtrlMsg r;
-  r.type = MsgType::kReply;
-  r.status = status;
-  r.ns = msg.ns;
-  r.key = msg.key;
-  r.request = msg.request;
-  return r;
-}
-
-// A grant that needs memory the holder cannot get (allocation, or the window refused another
-// region) is answered with a refusal instead.
-template <class Grant> CtrlMsg or_refusal(const CtrlMsg &msg, Grant grant) {
-  try {
-    return grant();
-  } catch (const std::bad_alloc &) {
-    return refusal(msg, ReplyStatus::kNoMemory);
-  } catch (const StoreError &) {
-    return refusal(msg, ReplyStatus::kNoMemory);
-  }
-}
-
 // True if the copy in `block` is complete and untorn (an empty or lost slot counts as valid:
 // its header is).
 bool copy_valid(const SlotAllocator::Block &block, const SlotHeader &h) {
@@ -123,18 +101,7 @@ CtrlMsg Store::grant_lock_locked(const SlotId &id, HeldSlot &slot, const CtrlMsg
   }
   owner_of(slot.block.base).store(msg.owner, std::memory_order_release);
   SlotHeader h;
-  std::memcpy(&h, slot.block.base, sizeof h);
-  CtrlMsg r;
-  r.type = MsgType::kReply;
-  r.ns = msg.ns;
-  r.key = msg.key;
-  r.request = msg.request;
-  r.address = reinterpret_cast<std::uintptr_t>(slot.block.base);
-  r.capacity = slot.block.capacity;
-  r.version = h.version;
-  r.length = h.length;
-  r.writer = h.writer;
-  r.half = (flag_bits(h.flags) & kFlagHalfB) != 0 ? 1 : 0;
+  CtrlMsg r = copy_reply(msg, slot.block, h);
   if (copy_valid(slot.block, h)) r.flags |= kReplyValid;
   if (slot_lost(h)) r.flags |= kReplyLost;
   if (pending != nullptr) {
@@ -172,29 +139,29 @@ std::optional<CtrlMsg> Store::serve_lock(const CtrlMsg &msg, int source, bool in
   // A request from a process that failed since it sent it is dropped: nobody would release it.
   if (!inline_call && failures_->dead(source)) return std::nullopt;
   const SlotId id{msg.key, static_cast<Ns>(msg.ns)};
-  try {
-    auto it = table_.find(id);
-    if (it == table_.end()) {
+  auto it = table_.find(id);
+  if (it == table_.end()) {
+    const CtrlMsg refused = or_refusal(msg, [&] {
       HeldSlot fresh;
       fresh.block = allocator_->allocate(std::max<std::size_t>(msg.length, config_.initial_slot_size), id.key, id.ns);
       ++enlargements_served_;
       it = table_.emplace(id, std::move(fresh)).first;
-    }
-    HeldSlot &slot = it->second;
-    const std::uint64_t owner = owner_of(slot.block.base).load(std::memory_order_acquire);
-    if (owner == kOwnerFree || owner == msg.owner) return grant_lock_locked(id, slot, msg);
-    if (owner_dead(owner) && (msg.flags & kLockRepair) != 0) return break_lock_locked(id, slot, msg);
-    if ((msg.flags & kLockTry) != 0) return refusal(msg, ReplyStatus::kBusy);
-    if (inline_call) return std::nullopt; // the agent asks its helper, which queues it
-    RMASTORE_TRACE("queues rank %d at %llu/%u: owner %#llx, wanted by %#llx", source, (unsigned long long)id.key,
-                   msg.ns, (unsigned long long)owner, (unsigned long long)msg.owner);
-    slot.queued.push_back(Deferred{msg, source});
-    return std::nullopt;
-  } catch (const std::bad_alloc &) {
-    return refusal(msg, ReplyStatus::kNoMemory);
-  } catch (const StoreError &) {
-    return refusal(msg, ReplyStatus::kNoMemory); // the window refused another region
+      return reply_to(msg);
+    });
+    if (refused.status != ReplyStatus::kOk) return refused;
   }
+  HeldSlot &slot = it->second;
+  const std::uint64_t owner = owner_of(slot.block.base).load(std::memory_order_acquire);
+  if (owner == kOwnerFree || owner == msg.owner)
+    return or_refusal(msg, [&] { return grant_lock_locked(id, slot, msg); });
+  if (owner_dead(owner) && (msg.flags & kLockRepair) != 0)
+    return or_refusal(msg, [&] { return break_lock_locked(id, slot, msg); });
+  if ((msg.flags & kLockTry) != 0) return reply_to(msg, ReplyStatus::kBusy);
+  if (inline_call) return std::nullopt; // the agent asks its helper, which queues it
+  RMASTORE_TRACE("queues rank %d at %llu/%u: owner %#llx, wanted by %#llx", source, (unsigned long long)id.key, msg.ns,
+                 (unsigned long long)owner, (unsigned long long)msg.owner);
+  slot.queued.push_back(Deferred{msg, source});
+  return std::nullopt;
 }
 
 bool Store::serve_unlock(const CtrlMsg &msg, int, bool inline_call) {

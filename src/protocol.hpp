@@ -6,6 +6,9 @@
 #pragma once
 
 #include <cstdint>
+#include <new>
+
+#include "errors.hpp"
 
 namespace rmastore::internal {
 
@@ -79,5 +82,28 @@ struct CtrlMsg {
   std::uint32_t pending_writer = 0; // the committer
   std::uint32_t reserved = 0;
 };
+
+// A reply to `msg`: it names the same slot and echoes the request number.
+inline CtrlMsg reply_to(const CtrlMsg &msg, ReplyStatus status = ReplyStatus::kOk) {
+  CtrlMsg r;
+  r.type = MsgType::kReply;
+  r.status = status;
+  r.ns = msg.ns;
+  r.key = msg.key;
+  r.request = msg.request;
+  return r;
+}
+
+// A grant that needs memory the holder cannot get (allocation, or the window refused another
+// region) is answered with a kNoMemory reply instead.
+template <class Grant> CtrlMsg or_refusal(const CtrlMsg &msg, Grant grant) {
+  try {
+    return grant();
+  } catch (const std::bad_alloc &) {
+    return reply_to(msg, ReplyStatus::kNoMemory);
+  } catch (const StoreError &) {
+    return reply_to(msg, ReplyStatus::kNoMemory);
+  }
+}
 
 } // namespace rmastore::internal

@@ -17,16 +17,6 @@ namespace {
 
 constexpr std::size_t kFirstReadBytes = 4096;
 
-CtrlMsg refusal(const CtrlMsg &msg, ReplyStatus status) {
-  CtrlMsg r;
-  r.type = MsgType::kReply;
-  r.status = status;
-  r.ns = msg.ns;
-  r.key = msg.key;
-  r.request = msg.request;
-  return r;
-}
-
 SlotId slot_of(const CtrlMsg &m) {
   return SlotId{m.key, static_cast<Ns>(m.ns)};
 }
@@ -346,18 +336,16 @@ std::optional<CtrlMsg> Store::serve(const CtrlMsg &msg, int source, bool inline_
   std::lock_guard lk(table_mutex_);
   auto it = table_.find(slot_of(msg));
   if (it == table_.end()) {
-    if (msg.type == MsgType::kLookup) return refusal(msg, ReplyStatus::kNotFound);
-    HeldSlot fresh;
-    try {
+    if (msg.type == MsgType::kLookup) return reply_to(msg, ReplyStatus::kNotFound);
+    const CtrlMsg refused = or_refusal(msg, [&] {
+      HeldSlot fresh;
       fresh.block = allocator_->allocate(std::max<std::size_t>(msg.length, config_.initial_slot_size), msg.key,
                                          static_cast<Ns>(msg.ns));
-    } catch (const std::bad_alloc &) {
-      return refusal(msg, ReplyStatus::kNoMemory);
-    } catch (const StoreError &) {
-      return refusal(msg, ReplyStatus::kNoMemory); // the window refused another region
-    }
-    ++enlargements_served_;
-    it = table_.emplace(slot_of(msg), std::move(fresh)).first;
+      ++enlargements_served_;
+      it = table_.emplace(slot_of(msg), std::move(fresh)).first;
+      return reply_to(msg);
+    });
+    if (refused.status != ReplyStatus::kOk) return refused;
   }
   HeldSlot &slot = it->second;
   if (slot.pending_acks > 0) {
@@ -375,14 +363,8 @@ std::optional<CtrlMsg> Store::serve(const CtrlMsg &msg, int source, bool inline_
 
 std::optional<CtrlMsg> Store::grant_or_defer_locked(HeldSlot &slot, const CtrlMsg &msg, int source) {
   std::vector<int> invalidate;
-  CtrlMsg r;
-  try {
-    r = grant_locked(slot, msg, source, invalidate);
-  } catch (const std::bad_alloc &) {
-    return refusal(msg, ReplyStatus::kNoMemory);
-  } catch (const StoreError &) {
-    return refusal(msg, ReplyStatus::kNoMemory); // the window refused another region
-  }
+  const CtrlMsg r = or_refusal(msg, [&] { return grant_locked(slot, msg, source, invalidate); });
+  if (r.status != ReplyStatus::kOk) return r;
   if (invalidate.empty()) {
     allocator_->release(slot.retired);
     slot.retired = {};
@@ -424,18 +406,20 @@ CtrlMsg Store::grant_locked(HeldSlot &slot, const CtrlMsg &msg, int source, std:
     slot.readers.push_back(source);
   }
   SlotHeader h;
-  std::memcpy(&h, slot.block.base, sizeof h);
-  CtrlMsg r;
-  r.type = MsgType::kReply;
-  r.ns = msg.ns;
-  r.key = msg.key;
-  r.request = msg.request;
-  r.address = reinterpret_cast<std::uintptr_t>(slot.block.base);
-  r.capacity = slot.block.capacity;
+  CtrlMsg r = copy_reply(msg, slot.block, h);
+  r.grant = ++slot.last_grant;
+  return r;
+}
+
+CtrlMsg copy_reply(const CtrlMsg &msg, const SlotAllocator::Block &block, SlotHeader &h) {
+  std::memcpy(&h, block.base, sizeof h);
+  CtrlMsg r = reply_to(msg);
+  r.address = reinterpret_cast<std::uintptr_t>(block.base);
+  r.capacity = block.capacity;
   r.version = h.version;
   r.length = h.length;
+  r.writer = h.writer;
   r.half = (flag_bits(h.flags) & kFlagHalfB) != 0 ? 1 : 0;
-  r.grant = ++slot.last_grant;
   return r;
 }
 
@@ -545,11 +529,7 @@ void Store::on_register(const CtrlMsg &msg, int source) {
     std::lock_guard lk(known_mutex_);
     known_keys_.insert(msg.key);
   }
-  CtrlMsg r;
-  r.type = MsgType::kReply;
-  r.key = msg.key;
-  r.request = msg.request;
-  helper_->send(source, kTagReply, r);
+  helper_->send(source, kTagReply, reply_to(msg));
 }
 
 void Store::install_reply(const SlotId &id, int holder, const CtrlMsg &reply, bool write) {

@@ -73,6 +73,10 @@ struct SlotIdHash {
   std::size_t operator()(const SlotId &s) const { return mix64(s.key ^ (std::uint64_t(s.ns) << 56)); }
 };
 
+// A kReply to `msg` that describes the copy in `block`: where it is and what its header (read
+// into `h`) says.
+CtrlMsg copy_reply(const CtrlMsg &msg, const SlotAllocator::Block &block, SlotHeader &h);
+
 class Store final {
 public:
   // Collective over comm. Throws StoreError with the status every process agreed on.
@@ -322,6 +326,11 @@ private:
     std::vector<HolderCache> value_copies, pending_copies;
   };
   void tx_commit_localized(const std::map<std::uint64_t, std::vector<std::byte>> &values);
+  void write_commit(std::uint64_t seq, const std::vector<TxItem> &items, const SlotId &rid,
+                    const std::vector<HolderCache> &record_copies, const std::vector<std::uint64_t> &record,
+                    bool tolerant);
+  static std::vector<std::uint64_t> decision_record(std::uint64_t seq,
+                                                    const std::map<std::uint64_t, std::vector<std::byte>> &values);
 
   // ---- recovery (recovery.cpp) ----
   void shrink_and_agree(double *seconds);

@@ -53,48 +53,55 @@ void Store::tx_commit() {
     it.version = current + 1;
     items.push_back(std::move(it));
   }
+  const std::vector<std::uint64_t> record = decision_record(seq, values);
+  const SlotId rid{static_cast<std::uint64_t>(id_), Ns::kTxRecord};
+  std::uint64_t previous = 0;
+  const std::vector<HolderCache> record_copies =
+      acquire_write(*app_, rid, record.size() * sizeof(std::uint64_t), &previous);
+  write_commit(seq, items, rid, record_copies, record, false);
+  for (const TxItem &it : items) register_key(*app_, it.key);
+}
+
+// Steps 2 to 4 of the commit (top of this file), with their fault points. `tolerant`: copies
+// whose holder failed are skipped (localized variant).
+void Store::write_commit(std::uint64_t seq, const std::vector<TxItem> &items, const SlotId &rid,
+                         const std::vector<HolderCache> &record_copies, const std::vector<std::uint64_t> &record,
+                         bool tolerant) {
+  const auto write = [&](const std::vector<HolderCache> &copies, std::uint64_t key, std::uint64_t version,
+                         std::size_t length, std::uint64_t flags, const void *data) {
+    SlotHeader h{};
+    h.key = key;
+    h.version = version;
+    h.length = length;
+    h.flags = flags;
+    write_copies(*app_, copies, h, data, tolerant);
+  };
   RMASTORE_FAULT_POINT("tx.before_pending");
   bool first = true;
   for (const TxItem &it : items) {
     if (!first) RMASTORE_FAULT_POINT("tx.between_pending");
     first = false;
-    SlotHeader h{};
-    h.key = it.key;
-    h.version = it.version;
-    h.length = it.value->size();
-    h.flags = make_flags(0, Ns::kPending, seq);
-    write_copies(*app_, it.pending_copies, h, it.value->data());
+    write(it.pending_copies, it.key, it.version, it.value->size(), make_flags(0, Ns::kPending, seq), it.value->data());
   }
-
-  // The decision record names the keys, for diagnosis; recovery needs only its version.
-  std::vector<std::uint64_t> record;
-  record.push_back(seq);
-  for (const TxItem &it : items) record.push_back(it.key);
-  const std::size_t record_bytes = record.size() * sizeof(std::uint64_t);
-  std::uint64_t previous = 0;
-  const SlotId rid{static_cast<std::uint64_t>(id_), Ns::kTxRecord};
-  const std::vector<HolderCache> record_copies = acquire_write(*app_, rid, record_bytes, &previous);
   RMASTORE_FAULT_POINT("tx.before_record");
-  SlotHeader hr{};
-  hr.key = rid.key;
-  hr.version = seq;
-  hr.length = record_bytes;
-  hr.flags = make_flags(0, Ns::kTxRecord);
-  write_copies(*app_, record_copies, hr, record.data());
+  write(record_copies, rid.key, seq, record.size() * sizeof(std::uint64_t), make_flags(0, Ns::kTxRecord),
+        record.data());
   RMASTORE_FAULT_POINT("tx.after_record");
-
   first = true;
   for (const TxItem &it : items) {
     if (!first) RMASTORE_FAULT_POINT("tx.during_apply");
     first = false;
-    SlotHeader h{};
-    h.key = it.key;
-    h.version = it.version;
-    h.length = it.value->size();
-    h.flags = make_flags(0, Ns::kValue);
-    write_copies(*app_, it.value_copies, h, it.value->data());
-    register_key(*app_, it.key);
+    write(it.value_copies, it.key, it.version, it.value->size(), make_flags(0, Ns::kValue), it.value->data());
   }
+}
+
+// The decision record names the keys, for diagnosis; recovery needs only its version.
+std::vector<std::uint64_t> Store::decision_record(std::uint64_t seq,
+                                                  const std::map<std::uint64_t, std::vector<std::byte>> &values) {
+  std::vector<std::uint64_t> record;
+  record.push_back(seq);
+  for (const auto &kv : values) record.push_back(kv.first);
+  return record;
 }
 
 // Localized variant: the same steps under the locks of every value slot (which also guard the
@@ -108,16 +115,13 @@ void Store::tx_commit_localized(const std::map<std::uint64_t, std::vector<std::b
     app_->flush();
     update_view();
     const std::uint64_t seq = ++tx_seq_;
-    std::vector<std::uint64_t> record;
-    record.push_back(seq);
-    for (const auto &kv : values) record.push_back(kv.first);
-    const std::size_t record_bytes = record.size() * sizeof(std::uint64_t);
+    const std::vector<std::uint64_t> record = decision_record(seq, values);
     std::vector<LockRequest> reqs;
     for (const auto &[key, value] : values) {
       for (const LockRequest &r : lock_requests(SlotId{key, Ns::kValue}, value.size(), kLockPending)) reqs.push_back(r);
     }
     const SlotId rid{static_cast<std::uint64_t>(id_), Ns::kTxRecord};
-    for (const LockRequest &r : lock_requests(rid, record_bytes, 0)) reqs.push_back(r);
+    for (const LockRequest &r : lock_requests(rid, record.size() * sizeof(std::uint64_t), 0)) reqs.push_back(r);
     std::vector<Lock> locks;
     try {
       locks = acquire_locks(*app_, reqs);
@@ -126,13 +130,8 @@ void Store::tx_commit_localized(const std::map<std::uint64_t, std::vector<std::b
       throw;
     }
     try {
-      struct Item {
-        std::uint64_t key;
-        const std::vector<std::byte> *value;
-        std::uint64_t version = kNoVersion;
-        std::vector<HolderCache> value_copies, pending_copies;
-      };
-      std::vector<Item> items;
+      // The locks come in request order: each key's holders together, the record's last.
+      std::vector<TxItem> items;
       std::vector<HolderCache> record_copies;
       for (const Lock &l : locks) {
         if (l.req.id.ns == Ns::kTxRecord) {
@@ -140,46 +139,16 @@ void Store::tx_commit_localized(const std::map<std::uint64_t, std::vector<std::b
           continue;
         }
         if (items.empty() || items.back().key != l.req.id.key) {
-          items.push_back(Item{l.req.id.key, &values.at(l.req.id.key), kNoVersion, {}, {}});
+          items.push_back(TxItem{l.req.id.key, &values.at(l.req.id.key), kNoVersion, {}, {}});
         }
-        Item &it = items.back();
+        TxItem &it = items.back();
         if ((l.grant.flags & kReplyValid) != 0) it.version = std::max(it.version, l.grant.version);
         if ((l.grant.flags & kReplyPendingValid) != 0) it.version = std::max(it.version, l.grant.pending_version);
         it.value_copies.push_back(as_copy(l));
         it.pending_copies.push_back(as_pending_copy(l));
       }
-      RMASTORE_FAULT_POINT("tx.before_pending");
-      bool first = true;
-      for (Item &it : items) {
-        if (!first) RMASTORE_FAULT_POINT("tx.between_pending");
-        first = false;
-        ++it.version;
-        SlotHeader h{};
-        h.key = it.key;
-        h.version = it.version;
-        h.length = it.value->size();
-        h.flags = make_flags(0, Ns::kPending, seq);
-        write_copies(*app_, it.pending_copies, h, it.value->data(), true);
-      }
-      RMASTORE_FAULT_POINT("tx.before_record");
-      SlotHeader hr{};
-      hr.key = rid.key;
-      hr.version = seq;
-      hr.length = record_bytes;
-      hr.flags = make_flags(0, Ns::kTxRecord);
-      write_copies(*app_, record_copies, hr, record.data(), true);
-      RMASTORE_FAULT_POINT("tx.after_record");
-      first = true;
-      for (const Item &it : items) {
-        if (!first) RMASTORE_FAULT_POINT("tx.during_apply");
-        first = false;
-        SlotHeader h{};
-        h.key = it.key;
-        h.version = it.version;
-        h.length = it.value->size();
-        h.flags = make_flags(0, Ns::kValue);
-        write_copies(*app_, it.value_copies, h, it.value->data(), true);
-      }
+      for (TxItem &it : items) ++it.version; // above every copy's, pending ones included
+      write_commit(seq, items, rid, record_copies, record, true);
     } catch (const StoreError &e) {
       release_locks(*app_, locks);
       // Every copy of some slot failed during the commit: start over on the new holders (with a

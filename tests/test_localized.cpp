@@ -132,9 +132,11 @@ TEST(Localized, ConcurrentWritersOfOverlappingKeys) {
     MPI_Allreduce(&version, &hi, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
     EXPECT_EQ(lo, hi) << "ranks read different final values of key " << key;
   }
-  std::uint64_t total_writes = 0;
+  std::uint64_t total_writes = 0, total_reads = 0;
   MPI_Allreduce(&writes, &total_writes, 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
+  MPI_Allreduce(&reads, &total_reads, 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
   EXPECT_GT(total_writes, 100u);
+  EXPECT_GT(total_reads, 0u) << "no read found a value: the race with the writers was not tested";
   MPI_Barrier(MPI_COMM_WORLD);
   EXPECT_EQ(store_finalize(&s), STORE_OK);
 }
