@@ -3,6 +3,7 @@
 #if defined(RMASTORE_FAULT_INJECTION)
 
 #include <signal.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -58,13 +59,28 @@ bool trace_enabled() {
   return on;
 }
 
+// RMASTORE_TRACE=<directory> writes <directory>/trace.<rank> instead of stderr, with a
+// monotonic timestamp (comparable across the processes of one machine) on each line.
 void trace(const char *fmt, ...) {
   char line[512];
   va_list ap;
   va_start(ap, fmt);
   std::vsnprintf(line, sizeof line, fmt, ap);
   va_end(ap);
-  std::fprintf(stderr, "rmastore trace [rank %d]: %s\n", g_rank.load(), line);
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  const int rank = g_rank.load();
+  static std::mutex file_mutex;
+  static FILE *file = nullptr;
+  std::lock_guard lk(file_mutex);
+  const char *dir = std::getenv("RMASTORE_TRACE");
+  if (file == nullptr && rank >= 0 && dir[0] == '/') {
+    const std::string path = std::string(dir) + "/trace." + std::to_string(rank);
+    file = std::fopen(path.c_str(), "w");
+  }
+  std::fprintf(file != nullptr ? file : stderr, "%lld.%06ld rmastore trace [rank %d]: %s\n",
+               static_cast<long long>(ts.tv_sec), ts.tv_nsec / 1000, rank, line);
+  if (file != nullptr) std::fflush(file);
 }
 
 void fault_set_rank(int rank) {

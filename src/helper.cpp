@@ -10,6 +10,7 @@
 #include "ulfm.hpp"
 
 #include "errors.hpp"
+#include "fault.hpp"
 
 namespace rmastore::internal {
 namespace {
@@ -68,6 +69,9 @@ void Helper::stop() {
 }
 
 void Helper::send(int dest, int tag, const CtrlMsg &msg) {
+  RMASTORE_TRACE("helper sends type %u #%llu %llu/%u status %u to %d tag %d", static_cast<unsigned>(msg.type),
+                 (unsigned long long)msg.request, (unsigned long long)msg.key, msg.ns,
+                 static_cast<unsigned>(msg.status), dest, tag);
   Outgoing &o = outgoing_.emplace_back();
   o.msg = msg;
   const int rc = MPI_Isend(&o.msg, sizeof o.msg, MPI_BYTE, dest, tag, comm_, &o.request);
@@ -98,8 +102,20 @@ double Helper::cpu_seconds() const {
   return thread_cpu_seconds(const_cast<std::thread &>(thread_).native_handle());
 }
 
-void Helper::failures_seen() {
-  if (!on_failures_) return;
+// Records the failures MPI knows of and acknowledges them. The store hears of every change of
+// the failure set once, whichever thread recorded it first: application and repair threads
+// record failures too, when their own operations fail.
+void Helper::absorb() {
+  if (detector_ == STORE_DETECTOR_OFF) {
+    FailureState scratch(1); // acknowledged even without detection, or the receive keeps reporting it
+    absorb_failures(comm_, scratch);
+    return;
+  }
+  absorb_failures(comm_, failures_);
+  const int now = failures_.failures();
+  if (now == handled_failures_ || recv_ == MPI_REQUEST_NULL || !on_failures_) return;
+  handled_failures_ = now;
+  RMASTORE_TRACE("helper handles %d failures", now);
   try {
     on_failures_();
   } catch (const std::exception &e) {
@@ -127,6 +143,23 @@ bool Helper::poll_receive() {
   int got = 0;
   MPI_Status st;
   const int rc = MPI_Test(&recv_, &got, &st);
+  if (rc != MPI_SUCCESS && got && recv_ != MPI_REQUEST_NULL) {
+    // Open MPI 5.0.7: a test that finds the receive unmatched after a failure stores
+    // MPI_ERR_PROC_FAILED_PENDING in the request. If a message then matches it, the request
+    // completes with that stale error, and every later MPI_Test returns the error and never
+    // frees it: the helper would serve nothing any more (seen after the second of two deaths).
+    // The message was delivered: serve it, free the request and post a new receive.
+    int cls = MPI_SUCCESS;
+    MPI_Error_class(rc, &cls);
+    if (cls == MPIX_ERR_PROC_FAILED_PENDING) {
+      RMASTORE_TRACE("helper receive completed with a stale error, from %d", st.MPI_SOURCE);
+      MPI_Request_free(&recv_);
+      serve_one(st.MPI_SOURCE);
+      check_mpi(MPI_Irecv(&in_, sizeof in_, MPI_BYTE, MPI_ANY_SOURCE, kTagHelper, comm_, &recv_), "MPI_Irecv");
+      absorb();
+      return true;
+    }
+  }
   if (rc != MPI_SUCCESS) {
     if (!is_failure_error(rc)) check_mpi(rc, "MPI_Test");
     int cls = MPI_SUCCESS;
@@ -140,13 +173,10 @@ bool Helper::poll_receive() {
       recv_ = MPI_REQUEST_NULL;
       return true;
     }
-    // Acknowledged even without detection, or the receive would keep reporting it.
-    FailureState scratch(1);
-    absorb_failures(comm_, detector_ != STORE_DETECTOR_OFF ? failures_ : scratch);
-    if (detector_ != STORE_DETECTOR_OFF) failures_seen();
     if (recv_ == MPI_REQUEST_NULL) {
       check_mpi(MPI_Irecv(&in_, sizeof in_, MPI_BYTE, MPI_ANY_SOURCE, kTagHelper, comm_, &recv_), "MPI_Irecv");
     }
+    absorb();
     return true;
   }
   if (!got) return false;
@@ -191,9 +221,7 @@ void Helper::loop() {
       // whose any-source receive kept matching messages never heard of a death the others
       // knew for 20 s. After a revocation that receive is gone altogether. Ask MPI directly.
       if (detector_ != STORE_DETECTOR_OFF && now_ns() >= next_failure_poll) {
-        const int before = failures_.failures();
-        absorb_failures(comm_, failures_);
-        if (failures_.failures() != before && recv_ != MPI_REQUEST_NULL) failures_seen();
+        absorb();
         next_failure_poll = now_ns() + kFailurePollNs;
       }
       if (active || bells_.ticket() != ticket) {

@@ -76,7 +76,8 @@ private:
   std::int64_t max_sleep_ns_;
   Handler handler_;
   std::function<void()> on_failures_;
-  void failures_seen();
+  int handled_failures_ = 0; // the failure count on_failures_ last ran for
+  void absorb();
   std::thread thread_;
   std::atomic<bool> stop_requested_{false};
   std::atomic<bool> running_{false};

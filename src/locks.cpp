@@ -339,7 +339,9 @@ std::vector<Store::Lock> Store::acquire_locks(Agent &a, const std::vector<LockRe
       RMASTORE_FAULT_POINT("lock.acquired");
     }
     return held;
-  } catch (...) {
+  } catch (const std::exception &e) {
+    RMASTORE_TRACE("agent %d gives up its locks of %llu/%u: %s", a.kind, (unsigned long long)reqs.front().id.key,
+                   static_cast<unsigned>(reqs.front().id.ns), e.what());
     for (const LockRequest *r : asked) send_unlock(a, *r);
     throw;
   }

@@ -260,6 +260,8 @@ std::uint64_t Store::Agent::lock_word() const {
 }
 
 void Store::Agent::post(int dest, const CtrlMsg &msg) {
+  RMASTORE_TRACE("agent %d posts type %u %llu/%u flags %u to %d", kind, static_cast<unsigned>(msg.type),
+                 (unsigned long long)msg.key, msg.ns, msg.flags, dest);
   Outgoing &o = outbox_.emplace_back();
   o.msg = msg;
   o.dest = dest;
@@ -301,6 +303,8 @@ void Store::Agent::drain() {
 // Holder side
 
 void Store::on_helper_message(const CtrlMsg &msg, int source) {
+  RMASTORE_TRACE("helper got type %u #%llu %llu/%u flags %u from %d", static_cast<unsigned>(msg.type),
+                 (unsigned long long)msg.request, (unsigned long long)msg.key, msg.ns, msg.flags, source);
   switch (msg.type) {
   case MsgType::kAcquireWrite:
   case MsgType::kLookup:
@@ -580,6 +584,9 @@ std::vector<CtrlMsg> Store::ask_all(Agent &a, const std::vector<Ask> &asks) {
     if (is_failure_error(rc)) throw StoreError(STORE_ERR_PROC_FAILED, "a holder has failed");
     check_mpi(rc, "MPI_Isend");
     rs.add(sr, asks[i].holder, RequestSet::Kind::kSend, sizeof(CtrlMsg));
+    RMASTORE_TRACE("agent %d asks %d: type %u #%llu %llu/%u flags %u", a.kind, asks[i].holder,
+                   static_cast<unsigned>(sent[i].type), (unsigned long long)sent[i].request,
+                   (unsigned long long)sent[i].key, sent[i].ns, sent[i].flags);
     bells_->ring(asks[i].holder);
     ++a.requests_sent;
   }
@@ -593,6 +600,8 @@ std::vector<CtrlMsg> Store::ask_all(Agent &a, const std::vector<Ask> &asks) {
       if (replies[i].type != MsgType::kReply || replies[i].request > sent[i].request) {
         throw StoreError(STORE_ERR_INTERNAL, "control reply does not match its request");
       }
+      RMASTORE_TRACE("agent %d drops stale reply #%llu from %d", a.kind, (unsigned long long)replies[i].request,
+                     asks[i].holder);
       replies[i].request = 0;
       receive(i);
       stale = true;
