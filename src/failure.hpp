@@ -49,9 +49,9 @@ int record_failures(MPI_Comm comm, FailureState &state);
 // MPI_ANY_SOURCE receive on `comm` reports only newer failures.
 void absorb_failures(MPI_Comm comm, FailureState &state);
 
-// A barrier over the live processes of `comm`, which may hold failed ones: they are
-// acknowledged, then the survivors agree, again if more fail meanwhile.
-void tolerant_barrier(MPI_Comm comm);
+// A barrier over the live processes of `comm`, which may hold failed ones, and may lose more
+// meanwhile. Point-to-point (tag 78 on `comm`); it records the failures it meets in `state`.
+void tolerant_barrier(MPI_Comm comm, FailureState &state);
 
 // True for the error classes by which ULFM reports a failure or a revocation.
 bool is_failure_error(int rc);

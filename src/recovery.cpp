@@ -187,7 +187,7 @@ store_status_t Store::recover(MPI_Comm *new_comm) {
     // Compaction. Every survivor is here before any helper stops: none is left inside a put,
     // waiting for a helper that will not answer.
     app_->drain();
-    tolerant_barrier(comm_);
+    tolerant_barrier(comm_, *failures_);
   }
   try {
     double shrink_s = 0, window_s = 0, rerep_s = 0;

@@ -209,7 +209,7 @@ void Store::finalize() {
   // processes: an agreement is the barrier that works with them.
   const bool failed = detecting() && failures_->failures() > 0;
   if (localized()) {
-    tolerant_barrier(comm_);
+    tolerant_barrier(comm_, *failures_);
   } else {
     check_mpi(MPI_Barrier(comm_), "MPI_Barrier");
   }

@@ -449,8 +449,9 @@ public:
   // own communicator `comm`; the store needs none), after waiting until no survivor has
   // anything left to repair, three times in a row, so that repairs one asked of another are
   // seen too.
-  Peers settle(MPI_Comm comm, const std::vector<int> &dead) {
-    CHECK(wait_for_repair(static_cast<int>(dead.size())), "the failures were not known and repaired within 20 s");
+  // `store_dead` of them are in the store's communicator (a compaction drops the dead).
+  Peers settle(MPI_Comm comm, const std::vector<int> &dead, std::size_t store_dead) {
+    CHECK(wait_for_repair(static_cast<int>(store_dead)), "the failures were not known and repaired within 20 s");
     std::vector<int> alive;
     for (int r = 0; r < p_; ++r) {
       if (!in(dead, r)) alive.push_back(r);
@@ -646,6 +647,7 @@ int main(int argc, char **argv) {
     write_verdict(false);
     return 1; // without MPI_Finalize: the others cannot finish with us anyway
   };
+  std::size_t compacted = 0; // deaths before the last compaction
   for (std::size_t e = 0; e < opt.episodes.size(); ++e) {
     const Episode &ep = opt.episodes[e];
     if (!(e == 0 && early))
@@ -659,7 +661,7 @@ int main(int argc, char **argv) {
       for (int v : ep.victims) {
         if (!dies_in_recovery(v)) dead.push_back(v);
       }
-      Peers g = run.settle(world, dead);
+      Peers g = run.settle(world, dead, dead.size() - compacted);
       CHECK(g.valid(), "this rank is not among the survivors");
       if (!g.valid()) return give_up();
       int survivors = g.size();
@@ -686,6 +688,7 @@ int main(int argc, char **argv) {
       }
       comm = run.recover(report);
       if (comm == MPI_COMM_NULL) return give_up();
+      compacted = dead.size();
       Peers c = everyone(comm);
       survivors = c.size();
       CHECK(survivors == p - static_cast<int>(dead.size()), "%d survivors after compaction", survivors);
