@@ -11,11 +11,17 @@
 //
 //   mpirun -n 3 store_bench [--op put,get,cpu,detectors,failure] [--sizes 8,4096,1M] [--replicas 1,2]
 //                           [--scenario idle,busy] [--reps N] [--max-sleep-us N]
-//                           [--detector off,notify,ping] [--mib N]
+//                           [--detector off,notify,ping] [--mib N] [--recovery global,localized]
 //
 // --detector: put/get (and cpu) rows for each failure detector; rows other than "off" also give
 //   their median as a ratio to the detection-off store measured in the same run (vs_off).
 // --op detectors: the three detectors' put latency, interleaved repetition by repetition.
+// --op variants: put latency of the global and the localized variant (slot locks), interleaved
+//   repetition by repetition, with the raw baseline.
+// --op pause (must come last, it kills a process; --recovery global or localized): survivors
+//   put in a loop while the last rank dies, half of them to keys it held a copy of (affected),
+//   half to keys it did not (bystanders). Each reports its pause: from the death to the end of
+//   its first successful put begun after it, and the longest gap between two successful puts.
 // --op failure (must come last, it kills a process): every rank stores N MiB (values of 1 MiB),
 //   the last rank dies at a time all ranks agreed on, every survivor measures how long until a
 //   call reports the failure, then all recover. Reported with the goal 2 x (detection + shrink
@@ -56,6 +62,7 @@ struct Options {
   int max_sleep_us = -1;
   std::vector<int> detectors = {STORE_DETECTOR_NOTIFY};
   int mib = 16;
+  std::vector<int> recoveries = {STORE_RECOVERY_GLOBAL};
 };
 
 const char *detector_name(int d) {
@@ -117,10 +124,16 @@ Options parse(int argc, char **argv) {
       }
     } else if (a == "--mib") {
       o.mib = std::atoi(next().c_str());
+    } else if (a == "--recovery") {
+      o.recoveries.clear();
+      for (auto &v : split(next()))
+        o.recoveries.push_back(v == "localized" ? STORE_RECOVERY_LOCALIZED : STORE_RECOVERY_GLOBAL);
     } else {
-      std::fprintf(stderr, "usage: store_bench [--op put,get,cpu,failure] [--sizes 8,4K,1M] [--replicas 1,2] "
-                           "[--scenario idle,busy] [--reps N] [--max-sleep-us N] [--detector off,notify,ping] "
-                           "[--mib N]\n");
+      std::fprintf(
+          stderr,
+          "usage: store_bench [--op put,get,cpu,detectors,variants,pause,failure] [--sizes 8,4K,1M] [--replicas 1,2] "
+          "[--scenario idle,busy] [--reps N] [--max-sleep-us N] [--detector off,notify,ping] "
+          "[--mib N] [--recovery global,localized]\n");
       MPI_Abort(MPI_COMM_WORLD, 2);
     }
   }
@@ -201,6 +214,8 @@ struct Row {
   double idle_median = 0; // busy rows: the idle-target store median of the same point
   int detector = STORE_DETECTOR_NOTIFY;
   double off_median = 0; // the same point with detection off, if measured
+  const char *recovery = "global";
+  double global_median = 0; // localized rows of --op variants: the global store's median
 };
 
 void emit(const Row &r) {
@@ -218,6 +233,9 @@ void emit(const Row &r) {
   std::printf(",\"detector\":\"%s\"", detector_name(r.detector));
   if (r.off_median > 0)
     std::printf(",\"off_median_us\":%.3f,\"vs_off\":%.3f", r.off_median, r.store.median / r.off_median);
+  std::printf(",\"recovery\":\"%s\"", r.recovery);
+  if (r.global_median > 0)
+    std::printf(",\"global_median_us\":%.3f,\"vs_global\":%.3f", r.global_median, r.store.median / r.global_median);
   std::printf("}\n");
   std::fflush(stdout);
 }
@@ -346,6 +364,116 @@ void run_failure(const Options &opt, RawWindow &raw, int rank, int np) {
   MPI_Comm_free(&comm);
 }
 
+// The recovery pause each survivor sees (see the header). The last rank dies; survivors report
+// to rank 0 over point-to-point messages, on a communicator made while all were alive.
+void run_pause(const Options &opt, int rank, int np) {
+  if (np < 3) {
+    if (rank == 0) std::fprintf(stderr, "store_bench: --op pause needs at least 3 ranks\n");
+    return;
+  }
+  const int recovery = opt.recoveries.front();
+  const std::size_t size = opt.sizes.front();
+  MPI_Comm peers = MPI_COMM_NULL;
+  MPI_Comm_dup(MPI_COMM_WORLD, &peers);
+  MPI_Comm_set_errhandler(peers, MPI_ERRORS_RETURN);
+  store_config_t cfg;
+  store_config_init(&cfg);
+  cfg.replicas = std::min(opt.replicas.front(), np - 1);
+  cfg.detector = opt.detectors.front();
+  cfg.recovery = recovery;
+  store_t s = nullptr;
+  if (store_init(MPI_COMM_WORLD, &cfg, &s) != STORE_OK) MPI_Abort(MPI_COMM_WORLD, 3);
+  constexpr std::size_t kBulk = 1 << 20; // what the death leaves to repair
+  std::vector<char> bulk(kBulk, 5), value(size, 9);
+  for (int i = 0; i < opt.mib; ++i) {
+    if (store_put(s, static_cast<store_key_t>(rank) * 100000 + static_cast<store_key_t>(i), bulk.data(), kBulk) !=
+        STORE_OK)
+      MPI_Abort(MPI_COMM_WORLD, 4);
+  }
+  const int victim = np - 1;
+  const bool affected = rank % 2 == 1;
+  store_key_t key = static_cast<store_key_t>(rank) * 100000 + 50000;
+  for (;; ++key) {
+    const std::vector<int> h = holders_of(s, key);
+    if ((std::find(h.begin(), h.end(), victim) != h.end()) == affected) break;
+  }
+  if (rank != victim && store_put(s, key, value.data(), size) != STORE_OK) MPI_Abort(MPI_COMM_WORLD, 6);
+  double kill_at = now_us() + 200000;
+  MPI_Bcast(&kill_at, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (rank == victim) {
+    while (now_us() < kill_at) {
+    }
+    raise(SIGKILL);
+  }
+  // [pause, gap after the death, gap before it, puts]
+  double result[4] = {0, 0, 0, 0};
+  double first_ok = 0, last_ok = 0;
+  MPI_Comm shrunk = MPI_COMM_NULL;
+  for (;;) {
+    const double t0 = now_us();
+    const store_status_t st = store_put(s, key, value.data(), size);
+    const double t1 = now_us();
+    if (st == STORE_OK) {
+      if (t0 >= kill_at && first_ok == 0) first_ok = t1;
+      if (last_ok > 0) {
+        double &gap = t1 >= kill_at ? result[1] : result[2];
+        gap = std::max(gap, t1 - last_ok);
+      }
+      last_ok = t1;
+      result[3] += 1;
+    } else if (st == STORE_ERR_PROC_FAILED && recovery == STORE_RECOVERY_GLOBAL) {
+      store_status_t rs;
+      do {
+        rs = store_recover(s, &shrunk);
+      } while (rs == STORE_ERR_RECOVER_AGAIN);
+      if (rs != STORE_OK) MPI_Abort(MPI_COMM_WORLD, 9);
+    } else {
+      std::fprintf(stderr, "store_bench: put during the pause: %s\n", store_strerror(st));
+      MPI_Abort(MPI_COMM_WORLD, 10);
+    }
+    if (first_ok > 0 && t1 > kill_at + 1.5e6) break;
+    if (t1 > kill_at + 60e6) MPI_Abort(MPI_COMM_WORLD, 5); // a hang would be a bug
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+  result[0] = first_ok - kill_at;
+  if (rank != 0) {
+    MPI_Send(result, 4, MPI_DOUBLE, 0, 0, peers);
+  } else {
+    std::vector<double> pause[2], gap[2];
+    double before = 0, puts = 0;
+    for (int r = 0; r < victim; ++r) {
+      double got[4];
+      if (r == 0) {
+        std::copy(result, result + 4, got);
+      } else if (MPI_Recv(got, 4, MPI_DOUBLE, r, 0, peers, MPI_STATUS_IGNORE) != MPI_SUCCESS) {
+        MPI_Abort(MPI_COMM_WORLD, 11);
+      }
+      pause[r % 2].push_back(got[0] * 1e-3);
+      gap[r % 2].push_back(got[1] * 1e-3);
+      before = std::max(before, got[2] * 1e-3);
+      puts += got[3];
+    }
+    std::printf("{\"op\":\"pause\",\"recovery\":\"%s\",\"np\":%d,\"replicas\":%d,\"detector\":\"%s\","
+                "\"size\":%zu,\"mib_per_rank\":%d,\"puts\":%.0f,\"gap_before_kill_ms_max\":%.2f",
+                recovery == STORE_RECOVERY_LOCALIZED ? "localized" : "global", np, cfg.replicas,
+                detector_name(cfg.detector), size, opt.mib, puts, before);
+    const char *names[2] = {"bystander", "affected"};
+    for (int g = 0; g < 2; ++g) {
+      std::sort(pause[g].begin(), pause[g].end());
+      std::sort(gap[g].begin(), gap[g].end());
+      std::printf(",\"%s\":{\"ranks\":%zu,\"pause_ms_median\":%.2f,\"pause_ms_max\":%.2f,\"gap_ms_median\":%.2f,"
+                  "\"gap_ms_max\":%.2f}",
+                  names[g], pause[g].size(), pause[g][pause[g].size() / 2], pause[g].back(), gap[g][gap[g].size() / 2],
+                  gap[g].back());
+    }
+    std::printf("}\n");
+    std::fflush(stdout);
+  }
+  store_finalize(&s);
+  if (shrunk != MPI_COMM_NULL) MPI_Comm_free(&shrunk);
+  MPI_Comm_free(&peers);
+}
 } // namespace
 
 int main(int argc, char **argv) {
@@ -529,6 +657,58 @@ int main(int argc, char **argv) {
     for (store_t &x : st) store_finalize(&x);
   }
 
+  // Cost of the slot locks: a global and a localized store side by side, every repetition
+  // puts through both and the raw baseline in turn.
+  if (std::find(opt.ops.begin(), opt.ops.end(), "variants") != opt.ops.end()) {
+    const int recs[] = {STORE_RECOVERY_GLOBAL, STORE_RECOVERY_LOCALIZED};
+    store_t st[2] = {};
+    const int r = std::min(opt.replicas.front(), np - 1 > 0 ? np - 1 : 1);
+    for (int i = 0; i < 2; ++i) {
+      store_config_t cfg;
+      store_config_init(&cfg);
+      cfg.replicas = r;
+      cfg.recovery = recs[i];
+      if (opt.max_sleep_us >= 0) cfg.helper_max_sleep_us = opt.max_sleep_us;
+      if (store_init(MPI_COMM_WORLD, &cfg, &st[i]) != STORE_OK) MPI_Abort(MPI_COMM_WORLD, 7);
+    }
+    for (std::size_t size : opt.sizes) {
+      const store_key_t key = remote_key(st[0], size + 13); // same placement in both stores
+      const std::vector<int> targets = holders_of(st[0], key);
+      const int reps = reps_for(opt, size);
+      std::vector<double> t[3];
+      if (rank == 0) {
+        for (store_t x : st) {
+          if (store_put(x, key, buf.data(), size) != STORE_OK) MPI_Abort(MPI_COMM_WORLD, 8);
+        }
+        for (int pass = 0; pass < 2; ++pass) {
+          for (auto &v : t) v.clear();
+          for (int i = 0; i < reps; ++i) {
+            for (int d = 0; d < 2; ++d) {
+              const double t0 = now_us();
+              if (store_put(st[d], key, buf.data(), size) != STORE_OK) MPI_Abort(MPI_COMM_WORLD, 8);
+              t[d].push_back(now_us() - t0);
+            }
+            const double t0 = now_us();
+            raw.put(targets, buf.data(), size);
+            t[2].push_back(now_us() - t0);
+          }
+        }
+      }
+      MPI_Barrier(MPI_COMM_WORLD);
+      if (rank == 0) {
+        for (int d = 0; d < 2; ++d) {
+          Row row{"put", "idle", size, r, np, reps, stats(t[d]), stats(t[2]), 0, STORE_DETECTOR_NOTIFY, 0};
+          row.recovery = d == 0 ? "global" : "localized";
+          if (d == 1) row.global_median = stats(t[0]).median;
+          rows.push_back(row);
+          emit(row);
+        }
+      }
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    for (store_t &x : st) store_finalize(&x);
+  }
+
   // Helper CPU cost: every rank keeps a store, makes no calls for 2 s, and reports how much CPU
   // its helper thread used meanwhile.
   for (int det : opt.detectors) {
@@ -564,7 +744,10 @@ int main(int argc, char **argv) {
     }
   }
 
-  if (std::find(opt.ops.begin(), opt.ops.end(), "failure") != opt.ops.end()) {
+  if (std::find(opt.ops.begin(), opt.ops.end(), "pause") != opt.ops.end()) {
+    run_pause(opt, rank, np);
+    (void)raw_window.release(); // it spans the dead process: left to MPI_Finalize
+  } else if (std::find(opt.ops.begin(), opt.ops.end(), "failure") != opt.ops.end()) {
     run_failure(opt, raw, rank, np);
     (void)raw_window.release(); // it spans the dead process: left to MPI_Finalize
   }

@@ -100,6 +100,26 @@ void fault_point(const char *name) {
   }
 }
 
+void fault_delay(const char *name) {
+  static const std::string spec = [] {
+    const char *env = std::getenv("RMASTORE_DELAY");
+    return std::string(env != nullptr ? env : "");
+  }();
+  if (spec.empty()) return;
+  const std::string point = std::string(name) + ":";
+  for (std::size_t pos = 0; pos < spec.size();) {
+    std::size_t end = spec.find(',', pos);
+    if (end == std::string::npos) end = spec.size();
+    if (spec.compare(pos, point.size(), point) == 0) {
+      const long us = std::atol(spec.c_str() + pos + point.size());
+      timespec nap{us / 1000000, (us % 1000000) * 1000};
+      nanosleep(&nap, nullptr);
+      return;
+    }
+    pos = end + 1;
+  }
+}
+
 } // namespace rmastore::internal
 
 #endif

@@ -14,6 +14,10 @@ namespace rmastore::internal {
 void fault_set_rank(int rank);
 void fault_point(const char *name);
 #define RMASTORE_FAULT_POINT(name) ::rmastore::internal::fault_point(name)
+// RMASTORE_DELAY=<point>:<microseconds>[,...] makes every process sleep that long each time it
+// reaches <point>: tests stretch a phase (a repair) to observe what runs beside it.
+void fault_delay(const char *name);
+#define RMASTORE_FAULT_DELAY(name) ::rmastore::internal::fault_delay(name)
 // With RMASTORE_TRACE set, the test build prints lock and repair events to stderr: the order
 // of events across ranks is what a hang in the localized variant is diagnosed from.
 bool trace_enabled();
@@ -28,6 +32,9 @@ void trace(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
   } while (0)
 inline void fault_set_rank(int) {}
 #define RMASTORE_FAULT_POINT(name)                                                                                     \
+  do {                                                                                                                 \
+  } while (0)
+#define RMASTORE_FAULT_DELAY(name)                                                                                     \
   do {                                                                                                                 \
   } while (0)
 #endif

@@ -202,6 +202,7 @@ bool Store::tx_committed(Agent &a, int committer, std::uint64_t tx) {
 }
 
 std::uint64_t Store::repair_slot(Agent &a, const SlotId &id) {
+  RMASTORE_FAULT_DELAY("repair.slot");
   // Our own copy's length sizes the slots of holders that get it.
   std::size_t mine = 0;
   {

@@ -1,0 +1,191 @@
+// Localized variant: ranks that never touch the dead process's keys do not stall.
+//
+// The last rank dies at an instant all ranks agreed on (one node: one CLOCK_MONOTONIC). Every
+// survivor keeps putting and reading its own keys meanwhile: even ranks ("bystanders") only keys
+// of which the dead process held no copy, odd ranks keys of which it held one. The background
+// repair is stretched (RMASTORE_DELAY=repair.slot:<us>, set by the test registration) so that
+// it runs for seconds.
+//
+// Checked, on every survivor: every call returned STORE_OK, every get returned the value last
+// put, the failure became known and the repair settled. Checked on bystanders only: no gap
+// between two successful puts after the death was longer than kBoundMs, which is shorter than
+// the stretched repair and is where the global variant's survivors wait until all of them
+// called store_recover. The bound leaves room for a 2-core machine that runs three threads per
+// rank.
+//
+//   test_unaffected [--mib N] [--seconds S]
+#include <signal.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "capi_internal.hpp"
+#include "test_util.hpp"
+
+using namespace rmastore::test;
+
+namespace {
+
+constexpr double kBoundMs = 500;
+
+double now_ms() {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+int failures = 0;
+#define CHECK(cond, ...)                                                                                               \
+  do {                                                                                                                 \
+    if (!(cond)) {                                                                                                     \
+      std::fprintf(stderr, "[rank %d] %s:%d: check failed: %s ", world_rank(), __FILE__, __LINE__, #cond);             \
+      std::fprintf(stderr, __VA_ARGS__);                                                                               \
+      std::fprintf(stderr, "\n");                                                                                      \
+      ++failures;                                                                                                      \
+    }                                                                                                                  \
+  } while (0)
+
+} // namespace
+
+int main(int argc, char **argv) {
+  int provided = 0;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+  int mib = 2;
+  double seconds = 2.0;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string a = argv[i];
+    if (a == "--mib") mib = std::atoi(argv[i + 1]);
+    if (a == "--seconds") seconds = std::atof(argv[i + 1]);
+  }
+  const int rank = world_rank(), np = world_size(), victim = np - 1;
+  MPI_Comm peers = MPI_COMM_NULL; // survivors report here, point to point
+  MPI_Comm_dup(MPI_COMM_WORLD, &peers);
+  MPI_Comm_set_errhandler(peers, MPI_ERRORS_RETURN);
+
+  store_config_t cfg;
+  store_config_init(&cfg);
+  cfg.replicas = 2;
+  cfg.recovery = STORE_RECOVERY_LOCALIZED;
+  store_t s = nullptr;
+  CHECK(store_init(MPI_COMM_WORLD, &cfg, &s) == STORE_OK, "store_init");
+  if (s == nullptr) MPI_Abort(MPI_COMM_WORLD, 2);
+  auto *impl = rmastore::internal::impl(s);
+
+  // Bulk data on every rank, so that the death leaves copies to repair.
+  const std::vector<std::byte> bulk = make_value(1, 1, 1 << 20);
+  for (int i = 0; i < mib; ++i) {
+    const store_key_t key = static_cast<store_key_t>(rank) * 1000 + static_cast<store_key_t>(i);
+    CHECK(store_put(s, key, bulk.data(), bulk.size()) == STORE_OK, "bulk put");
+  }
+  // Four keys of this rank's kind.
+  const bool bystander = rank % 2 == 0;
+  std::vector<store_key_t> keys;
+  for (store_key_t k = static_cast<store_key_t>(rank) * 1000 + 500; keys.size() < 4; ++k) {
+    const std::vector<int> h = impl->holders(k);
+    if ((std::find(h.begin(), h.end(), victim) == h.end()) == bystander) keys.push_back(k);
+  }
+  constexpr std::size_t kLen = 4096;
+  std::vector<std::uint64_t> version(keys.size(), 1);
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    const auto v = make_value(keys[i], 1, kLen);
+    CHECK(store_put(s, keys[i], v.data(), v.size()) == STORE_OK, "first put");
+  }
+
+  double kill_at = now_ms() + 200;
+  MPI_Bcast(&kill_at, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (rank == victim) {
+    while (now_ms() < kill_at) {
+    }
+    raise(SIGKILL);
+  }
+
+  double last_ok = 0, worst_gap = 0, settled_at = 0;
+  store_info_t info;
+  store_info_init(&info);
+  long puts_after = 0;
+  std::vector<std::byte> got(kLen);
+  for (std::size_t n = 0; now_ms() < kill_at + seconds * 1000; ++n) {
+    const std::size_t i = n % keys.size();
+    const auto v = make_value(keys[i], version[i] + 1, kLen);
+    const store_status_t st = store_put(s, keys[i], v.data(), v.size());
+    const double t = now_ms();
+    CHECK(st == STORE_OK, "put of key %llu returned %s", (unsigned long long)keys[i], store_strerror(st));
+    if (st != STORE_OK) break;
+    ++version[i];
+    if (t >= kill_at) {
+      if (last_ok > 0) worst_gap = std::max(worst_gap, t - last_ok);
+      ++puts_after;
+    }
+    last_ok = t;
+    if (t >= kill_at && settled_at == 0) {
+      store_get_info(s, &info);
+      if (info.failed_processes == 1 && info.repair_backlog == 0) settled_at = t;
+    }
+    std::size_t len = 0;
+    const store_status_t gs = store_get(s, keys[i], got.data(), got.size(), &len);
+    CHECK(gs == STORE_OK && len == kLen && std::memcmp(got.data(), v.data(), kLen) == 0,
+          "get of key %llu after its put: %s, %zu B", (unsigned long long)keys[i], store_strerror(gs), len);
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  // The failure was handled meanwhile, in the background.
+  const double settle_by = now_ms() + 30000;
+  do {
+    store_get_info(s, &info);
+    if (info.failed_processes == 1 && info.repair_backlog == 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  } while (now_ms() < settle_by);
+  CHECK(info.failed_processes == 1, "%llu failed processes known", (unsigned long long)info.failed_processes);
+  CHECK(info.repair_backlog == 0, "repair backlog %llu after 30 s", (unsigned long long)info.repair_backlog);
+  CHECK(puts_after > 0, "no put after the death");
+  if (bystander) {
+    CHECK(worst_gap < kBoundMs, "a bystander stalled %.1f ms (bound %.0f ms)", worst_gap, kBoundMs);
+  }
+  if (settled_at == 0) settled_at = now_ms();
+  std::printf("[rank %d] %s: %ld puts after the death, longest gap %.1f ms; its repair settled %.0f ms after the "
+              "death\n",
+              rank, bystander ? "bystander" : "affected", puts_after, worst_gap, settled_at - kill_at);
+  std::fflush(stdout);
+
+  // Everyone still sees every value: the survivors read each other's keys.
+  const int survivors = np - 1;
+  std::vector<std::uint64_t> mine(8, 0), all(static_cast<std::size_t>(survivors) * 8);
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    mine[2 * i] = keys[i];
+    mine[2 * i + 1] = version[i];
+  }
+  if (rank != 0) {
+    MPI_Send(mine.data(), 8, MPI_UINT64_T, 0, 1, peers);
+    MPI_Recv(all.data(), survivors * 8, MPI_UINT64_T, 0, 1, peers, MPI_STATUS_IGNORE);
+  } else {
+    std::copy(mine.begin(), mine.end(), all.begin());
+    for (int r = 1; r < survivors; ++r) MPI_Recv(all.data() + r * 8, 8, MPI_UINT64_T, r, 1, peers, MPI_STATUS_IGNORE);
+    for (int r = 1; r < survivors; ++r) MPI_Send(all.data(), survivors * 8, MPI_UINT64_T, r, 1, peers);
+  }
+  for (std::size_t j = 0; j < all.size(); j += 2) {
+    const auto want = make_value(all[j], all[j + 1], kLen);
+    std::size_t len = 0;
+    const store_status_t gs = store_get(s, all[j], got.data(), got.size(), &len);
+    CHECK(gs == STORE_OK && len == kLen && std::memcmp(got.data(), want.data(), kLen) == 0,
+          "key %llu does not hold version %llu: %s", (unsigned long long)all[j], (unsigned long long)all[j + 1],
+          store_strerror(gs));
+  }
+  for (int i = 0; i < mib; ++i) {
+    for (int r = 0; r < np; ++r) {
+      const store_key_t key = static_cast<store_key_t>(r) * 1000 + static_cast<store_key_t>(i);
+      std::vector<std::byte> b(bulk.size());
+      std::size_t len = 0;
+      const store_status_t gs = store_get(s, key, b.data(), b.size(), &len);
+      CHECK(gs == STORE_OK && b == bulk, "bulk key %llu: %s", (unsigned long long)key, store_strerror(gs));
+    }
+  }
+  CHECK(store_finalize(&s) == STORE_OK, "store_finalize");
+  write_verdict(failures == 0);
+  MPI_Comm_free(&peers);
+  MPI_Finalize();
+  return failures == 0 ? 0 : 1;
+}
