@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Runs the store_bench points reported in docs/benchmarks.md and writes their JSON lines to
 # the file given as $1 (default: store_bench.jsonl). Needs a build in $RMASTORE_BUILD_DIR.
-#   benchmarks/run_matrix.sh [out.jsonl]
+# The second argument picks a part: all (default), global, or localized (the two variants).
+#   benchmarks/run_matrix.sh [out.jsonl] [all|global|localized]
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${RMASTORE_BUILD_DIR:-$root/build}
 out=${1:-store_bench.jsonl}
+part=${2:-all}
 # shellcheck source=/dev/null
 source "${RMASTORE_CACHE:-$HOME/.cache/rmastore}/mpi-env.sh"
 flags=(--with-ft ulfm --mca async_mpi_finalize 1 --oversubscribe --bind-to none)
@@ -26,6 +28,7 @@ bench() { # np, then store_bench arguments
   rm -f "$log"
 }
 : >"$out"
+if [ "$part" != localized ]; then
 all=8,64,512,4K,64K,1M,16M,64M
 bench 2 --op put,get,cpu --sizes $all --replicas 1 --scenario idle,busy
 bench 3 --op put,get,cpu --sizes $all --replicas 2 --scenario idle,busy
@@ -43,4 +46,19 @@ for np in 4 6 8; do
   done
 done
 bench 8 --op failure --mib 16 --replicas 2 --detector ping
+fi
+if [ "$part" != global ]; then
+  # The localized variant: what its slot locks cost a failure-free put, and the pause each
+  # survivor sees when a process dies, against the global variant (three deaths per point).
+  for np in 3 4 8; do
+    bench "$np" --op variants --sizes 8,512,4K,64K,1M --replicas 2
+  done
+  for np in 4 6 8; do
+    for recovery in global localized; do
+      for run in 1 2 3; do
+        bench "$np" --op pause --recovery "$recovery" --sizes 4K --replicas 2 --mib 16
+      done
+    done
+  done
+fi
 echo "wrote $out" >&2
