@@ -49,13 +49,13 @@ bench 8 --op failure --mib 16 --replicas 2 --detector ping
 fi
 if [ "$part" != global ]; then
   # The localized variant: what its slot locks cost a failure-free put, and the pause each
-  # survivor sees when a process dies, against the global variant (three deaths per point).
+  # survivor sees when a process dies, against the global variant (five deaths per point).
   for np in 3 4 8; do
     bench "$np" --op variants --sizes 8,512,4K,64K,1M --replicas 2
   done
   for np in 4 6 8; do
     for recovery in global localized; do
-      for run in 1 2 3; do
+      for run in 1 2 3 4 5; do
         bench "$np" --op pause --recovery "$recovery" --sizes 4K --replicas 2 --mib 16
       done
     done
