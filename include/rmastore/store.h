@@ -260,8 +260,9 @@ store_status_t store_finalize(store_t *store);
  * memory that recovery reused: slots a failed process could write are retired, not reused.
  *
  * Localized variant: optional, never needed for correctness. It compacts: the survivors first
- * agree to start (so none is left inside a put), then the steps above run, which also finish
- * every background repair. The store stays in normal mode.
+ * meet in a barrier (point to point among the processes not known to have failed, so that none
+ * is left inside a put), then the steps above run, which also finish every background repair.
+ * The store stays in normal mode.
  */
 store_status_t store_recover(store_t store, MPI_Comm *new_comm);
 
