@@ -4,13 +4,17 @@
 // until a failure, recovery, checks, and the survivors taking over the dead ranks' keys.
 //
 //   test_failure --replicas R --victims a,b [--killers a] [--kill-at N] [--tx 1] [--keys K]
-//                [--rounds N] [--detector ping] [--localized 1] [--compact 1]
+//                [--rounds N] [--detector ping] [--localized 1] [--compact 1] [--expect-loss 1]
 //   test_failure --seed S --kills K [--localized 1]
 //
 // With --localized 1 the store uses the localized recovery variant: no call may report the
 // failure, the survivors carry on through it, and the checks run once the background repair
 // has settled (the test shrinks its own communicator to coordinate them). --compact 1 then also
 // calls store_recover (compaction) at the end of each episode.
+//
+// --expect-loss 1 lets as many processes die as there are copies: the keys whose every copy sat
+// on the victims must then be reported, by store_get (STORE_ERR_DATA_LOST) and in lost_count
+// of store_last_recovery, and every other key must be whole.
 //
 // In the first form there is one episode. Victims die either at a library fault point
 // (RMASTORE_FAULT, set by the test registration) or, the killers among them, by raising
@@ -73,6 +77,7 @@ struct Options {
   bool tx = false;
   bool localized = false;
   bool compact = false; // localized: store_recover at the end of each episode
+  bool expect_loss = false;
   int detector = STORE_DETECTOR_NOTIFY;
   std::vector<Episode> episodes;
   std::string fault; // RMASTORE_FAULT chosen by a seed
@@ -151,6 +156,7 @@ Options parse(int argc, char **argv) {
     if (a == "--keys") o.keys = std::atoi(v.c_str());
     if (a == "--rounds") o.rounds = std::atoi(v.c_str());
     if (a == "--tx") o.tx = std::atoi(v.c_str()) != 0;
+    if (a == "--expect-loss") o.expect_loss = std::atoi(v.c_str()) != 0;
     if (a == "--detector") o.detector = v == "ping" ? STORE_DETECTOR_PING : STORE_DETECTOR_NOTIFY;
     if (a == "--localized") o.localized = std::atoi(v.c_str()) != 0;
     if (a == "--compact") o.compact = std::atoi(v.c_str()) != 0;
@@ -305,7 +311,8 @@ Peers everyone(MPI_Comm comm) {
 
 class Run {
 public:
-  Run(const Options &o, KeyRecord *rec, store_t s) : opt_(o), rec_(rec), s_(s), buf_(1 << 20) {
+  Run(const Options &o, KeyRecord *rec, store_t s)
+      : opt_(o), rec_(rec), s_(s), buf_(1 << 20), initial_(rmastore::internal::impl(s)->placement()) {
     me_ = world_rank();
     p_ = world_size();
     owner_.resize(static_cast<std::size_t>(p_));
@@ -313,6 +320,22 @@ public:
   }
 
   KeyRecord &record(int rank, int k) { return rec_[rank * opt_.keys + k]; }
+
+  // --expect-loss: every copy of `key` sat on a process in `dead` (placement before any death).
+  bool lost(store_key_t key, const std::vector<int> &dead) const {
+    if (!opt_.expect_loss) return false;
+    std::vector<int> h(static_cast<std::size_t>(initial_.replicas()));
+    initial_.holders(key, h);
+    return std::all_of(h.begin(), h.end(), [&](int r) { return in(dead, r); });
+  }
+  std::uint64_t lost_seen() const { return lost_seen_; }
+  std::uint64_t lost_keys(const std::vector<int> &dead) const {
+    std::uint64_t n = 0;
+    for (int rank = 0; rank < p_; ++rank) {
+      for (int k = 0; k < opt_.keys; ++k) n += lost(key_of(rank, k), dead) ? 1 : 0;
+    }
+    return n;
+  }
 
   // Runs one store call and keeps the longest time any call took: none may hang.
   template <class F> store_status_t timed(F &&call) {
@@ -404,6 +427,8 @@ public:
           saw_failure(e);
         } else if (gs == STORE_ERR_NOT_FOUND) {
           CHECK(record(other, k).committed == 0, "get: not found"); // only if never committed
+        } else if (gs == STORE_ERR_DATA_LOST) {
+          CHECK(lost(key_of(other, k), e.victims), "get: %s", store_strerror(gs));
         } else {
           CHECK(gs == STORE_OK && check_value(key_of(other, k), buf_.data(), len, &got), "get: %s", store_strerror(gs));
         }
@@ -488,8 +513,10 @@ public:
 
   // Every key of every rank, the dead ranks' included, holds its committed value or the one
   // that was being put, and has its full number of copies on the survivors.
-  void verify(Peers &g, int survivors) {
+  // Also counts the keys store_get reports lost (lost_seen).
+  void verify(Peers &g, int survivors, const std::vector<int> &dead) {
     auto *impl = rmastore::internal::impl(s_);
+    lost_seen_ = 0;
     std::uint64_t held = 0, total_keys = 0;
     for (int rank = 0; rank < p_; ++rank) {
       std::uint64_t rank_version = 0; // with transactions, all keys of a rank agree
@@ -500,6 +527,14 @@ public:
         size_t len = 0;
         const store_status_t gs = store_get(s_, key, buf_.data(), buf_.size(), &len);
         std::uint64_t got = 0;
+        // Localized: a key may survive the deaths of all its first holders if the background
+        // repair copied it between two deaths.
+        if (lost(key, dead) && (gs == STORE_ERR_DATA_LOST || !opt_.localized)) {
+          CHECK(gs == STORE_ERR_DATA_LOST, "key %llu lost every copy, but store_get says %s", (unsigned long long)key,
+                store_strerror(gs));
+          ++lost_seen_;
+          continue;
+        }
         if (gs == STORE_ERR_NOT_FOUND && committed == 0) continue; // its first put never returned
         const bool good = gs == STORE_OK && check_value(key, buf_.data(), len, &got);
         CHECK(good, "key %llu of rank %d: %s", (unsigned long long)key, rank, store_strerror(gs));
@@ -574,6 +609,8 @@ private:
   KeyRecord *rec_;
   store_t s_;
   std::vector<std::byte> buf_;
+  const rmastore::internal::Placement initial_; // before any death
+  std::uint64_t lost_seen_ = 0;
   int me_ = 0, p_ = 0;
   bool failed_ = false;
   double longest_ = 0;
@@ -668,7 +705,7 @@ int main(int argc, char **argv) {
       CHECK(survivors == p - static_cast<int>(dead.size()), "%d survivors", survivors);
       store_recovery_init(&report);
       store_last_recovery(s, &report);
-      CHECK(report.lost_count == 0, "%llu keys lost with at most r-1 failures", (unsigned long long)report.lost_count);
+      CHECK(!opt.expect_loss || run.lost_keys(dead) > 0, "no key had every copy on the victims");
       store_info_t info;
       store_info_init(&info);
       store_get_info(s, &info);
@@ -678,7 +715,10 @@ int main(int argc, char **argv) {
                     (unsigned long long)repaired);
         std::fflush(stdout);
       }
-      run.verify(g, survivors);
+      run.verify(g, survivors, dead);
+      CHECK(report.lost_count == run.lost_seen(), "%llu keys reported lost, %llu found lost",
+            (unsigned long long)report.lost_count, (unsigned long long)run.lost_seen());
+      CHECK(!opt.expect_loss || run.lost_seen() > 0, "no key was lost");
       run.take_over(g, dead, 90 + 100 * e);
       if (!opt.compact) continue;
       // Compaction: optional, it must leave everything as it was (victims of recover.* points
@@ -693,7 +733,7 @@ int main(int argc, char **argv) {
       survivors = c.size();
       CHECK(survivors == p - static_cast<int>(dead.size()), "%d survivors after compaction", survivors);
       CHECK(report.lost_count == 0, "%llu keys lost in compaction", (unsigned long long)report.lost_count);
-      run.verify(c, survivors);
+      run.verify(c, survivors, dead);
       print_recovery(c, e, "compaction");
       continue;
     }
@@ -703,8 +743,12 @@ int main(int argc, char **argv) {
     Peers g = everyone(comm);
     const int survivors = g.size();
     CHECK(survivors == p - static_cast<int>(dead.size()), "%d survivors", survivors);
-    CHECK(report.lost_count == 0, "%llu keys lost with at most r-1 failures", (unsigned long long)report.lost_count);
-    run.verify(g, survivors);
+    CHECK(report.lost_count == run.lost_keys(dead), "%llu keys reported lost, %llu expected",
+          (unsigned long long)report.lost_count, (unsigned long long)run.lost_keys(dead));
+    CHECK(!opt.expect_loss || run.lost_keys(dead) > 0, "no key had every copy on the victims");
+    run.verify(g, survivors, dead);
+    CHECK(run.lost_seen() == run.lost_keys(dead), "%llu keys found lost, %llu expected",
+          (unsigned long long)run.lost_seen(), (unsigned long long)run.lost_keys(dead));
     run.take_over(g, dead, 90 + 100 * e);
     print_recovery(g, e, "recovery");
   }
