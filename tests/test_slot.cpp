@@ -251,3 +251,21 @@ TEST(SlotAllocator, PropagatesAttachFailure) {
   SlotAllocator a(64, 1 << 16, [](void *, std::size_t) { throw std::bad_alloc(); });
   EXPECT_THROW(a.allocate(10, 4, Ns::kValue), std::bad_alloc);
 }
+
+// A lock word names its holder (process id, store epoch, agent); it can never read as free or
+// retired, and two different holders never share one.
+TEST(LockWord, NamesItsHolder) {
+  std::set<std::uint64_t> seen;
+  for (int id : {0, 1, 7, 4095, 1 << 20}) {
+    for (std::uint32_t epoch : {0u, 1u, 2u, 0x7ffffffeu}) {
+      for (int agent : {0, 1}) {
+        const std::uint64_t w = lock_word(id, epoch, agent);
+        EXPECT_EQ(lock_word_id(w), id);
+        EXPECT_NE(w, kOwnerFree);
+        EXPECT_NE(w, kSlotRetired);
+        EXPECT_TRUE(seen.insert(w).second) << "id " << id << " epoch " << epoch << " agent " << agent;
+      }
+    }
+  }
+  EXPECT_EQ(lock_word_id(kSlotRetired), 0x52455449 - 1) << "a retired slot decodes to an id no store reaches";
+}
