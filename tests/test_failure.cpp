@@ -53,17 +53,6 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-int failures = 0;
-#define CHECK(cond, ...)                                                                                               \
-  do {                                                                                                                 \
-    if (!(cond)) {                                                                                                     \
-      std::fprintf(stderr, "[rank %d] %s:%d: check failed: %s ", world_rank(), __FILE__, __LINE__, #cond);             \
-      std::fprintf(stderr, __VA_ARGS__);                                                                               \
-      std::fprintf(stderr, "\n");                                                                                      \
-      ++failures;                                                                                                      \
-    }                                                                                                                  \
-  } while (0)
-
 struct Episode {
   std::vector<int> victims; // every rank that dies in the episode
   std::vector<int> killers; // those that kill themselves at kill_at (the rest: fault points)
@@ -756,9 +745,9 @@ int main(int argc, char **argv) {
   CHECK(store_finalize(&s) == STORE_OK, "store_finalize");
   const double total_s = std::chrono::duration<double>(Clock::now() - t_start).count();
   CHECK(total_s < 60, "the scenario took %.1f s", total_s);
-  write_verdict(failures == 0);
+  write_verdict(check_failures == 0);
   if (comm != MPI_COMM_NULL) MPI_Comm_free(&comm);
   MPI_Comm_free(&world);
   MPI_Finalize();
-  return failures == 0 ? 0 : 1;
+  return check_failures == 0 ? 0 : 1;
 }

@@ -38,17 +38,6 @@ double now_ms() {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-int failures = 0;
-#define CHECK(cond, ...)                                                                                               \
-  do {                                                                                                                 \
-    if (!(cond)) {                                                                                                     \
-      std::fprintf(stderr, "[rank %d] %s:%d: check failed: %s ", world_rank(), __FILE__, __LINE__, #cond);             \
-      std::fprintf(stderr, __VA_ARGS__);                                                                               \
-      std::fprintf(stderr, "\n");                                                                                      \
-      ++failures;                                                                                                      \
-    }                                                                                                                  \
-  } while (0)
-
 } // namespace
 
 int main(int argc, char **argv) {
@@ -184,8 +173,8 @@ int main(int argc, char **argv) {
     }
   }
   CHECK(store_finalize(&s) == STORE_OK, "store_finalize");
-  write_verdict(failures == 0);
+  write_verdict(check_failures == 0);
   MPI_Comm_free(&peers);
   MPI_Finalize();
-  return failures == 0 ? 0 : 1;
+  return check_failures == 0 ? 0 : 1;
 }

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -33,5 +34,19 @@ store_t make_store(int replicas, std::size_t initial_slot_size = 64);
 
 // Agreement across ranks: true only if `ok` is true on every rank.
 bool all_ranks(bool ok);
+
+// Checks of the tests whose ranks die, which cannot use GoogleTest: a failed one is printed
+// and counted, and the rank's verdict is check_failures == 0.
+inline int check_failures = 0;
+#define CHECK(cond, ...)                                                                                               \
+  do {                                                                                                                 \
+    if (!(cond)) {                                                                                                     \
+      std::fprintf(stderr, "[rank %d] %s:%d: check failed: %s ", ::rmastore::test::world_rank(), __FILE__, __LINE__,   \
+                   #cond);                                                                                             \
+      std::fprintf(stderr, __VA_ARGS__);                                                                               \
+      std::fprintf(stderr, "\n");                                                                                      \
+      ++::rmastore::test::check_failures;                                                                              \
+    }                                                                                                                  \
+  } while (0)
 
 } // namespace rmastore::test
