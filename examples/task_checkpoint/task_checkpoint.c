@@ -1,0 +1,456 @@
+/* task_checkpoint: task-level checkpointing with rmastore, the use the store was designed for.
+ *
+ * The program counts the solutions of the N-queens problem. A task is one placement of the
+ * first three queens; tasks are numbered 0 .. N^3-1 and start out split evenly among the
+ * workers. A worker with no tasks left steals half of a range from a random other worker
+ * (dynamic load balancing). Each worker's state (its task ranges and the solutions it found)
+ * lives in the store under its key, written after every task, so a dead worker's finished work
+ * is kept and its unfinished tasks can be taken over:
+ *
+ *   - a steal is one transaction by the victim over both keys: tasks are never in flight
+ *     outside the store, so none is lost and none is counted twice, even if either side dies;
+ *   - after a failure the survivors call store_recover, then (in transaction mode) each dead
+ *     worker's remaining tasks are adopted by one survivor, again in one transaction;
+ *   - the program ends when every worker's key holds no task, and the sum of all workers'
+ *     solutions must equal the known count.
+ *
+ *   mpirun --with-ft ulfm -n 4 ./task_checkpoint [--n 13] [--kill-rank 1] [--kill-after 100]
+ *                                               [--kill2-rank -1] [--replicas 2]
+ *
+ * --kill-rank R dies (SIGKILL) after finishing --kill-after tasks; -1: no failure.
+ * --kill2-rank R2 dies inside the survivors' recovery, after store_recover returned and before
+ * the adoption: the survivors recover again. */
+#include <rmastore/store.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_RANGES 64
+#define TAG_ASK 1
+#define TAG_ANSWER 2
+#define DEATH_KEY 1000000 /* + world rank: when a killed worker died (MPI_Wtime) */
+
+typedef struct {
+  uint32_t lo, hi;
+} range_t;
+
+typedef struct {
+  uint64_t solutions;  /* found in the tasks done so far */
+  uint64_t tasks_done; /* by this worker, adopted or stolen tasks included */
+  int32_t nranges;
+  int32_t adopted_by; /* -1, or the worker that took over the remaining tasks */
+  range_t r[MAX_RANGES];
+} worker_t;
+
+static const uint64_t known[] = {1, 1, 0, 0, 2, 10, 4, 40, 92, 352, 724, 2680, 14200, 73712, 365596};
+
+static int n = 13, kill_rank = 1, kill_after = 100, kill2_rank = -1, replicas = 2;
+static int world_rank, world_size;
+static double t0;
+static store_t store;
+static MPI_Comm work;    /* the survivors; steal requests travel here */
+static int *alive_world; /* world rank of each rank of work */
+static int nalive, me;   /* size of work, rank in work */
+static int recoveries;
+static char *reported, *reported_adoption; /* already in the log */
+static MPI_Request ask_req = MPI_REQUEST_NULL;
+static int ask_buf;
+
+static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void say(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  printf("[%7.3f s] rank %d: ", MPI_Wtime() - t0, world_rank);
+  vprintf(fmt, ap);
+  printf("\n");
+  fflush(stdout);
+  va_end(ap);
+}
+
+static void die(const char *what, store_status_t st) {
+  fprintf(stderr, "rank %d: %s: %s\n", world_rank, what, store_strerror(st));
+  MPI_Abort(MPI_COMM_WORLD, 1);
+}
+
+/* ---- the computation ---------------------------------------------------------------------- */
+
+static uint64_t solve(uint32_t cols, uint32_t d1, uint32_t d2, int row) {
+  if (row == n) return 1;
+  uint64_t count = 0;
+  uint32_t free_cols = ~(cols | d1 | d2) & ((1u << n) - 1);
+  while (free_cols) {
+    uint32_t bit = free_cols & -free_cols;
+    free_cols -= bit;
+    count += solve(cols | bit, (d1 | bit) << 1, (d2 | bit) >> 1, row + 1);
+  }
+  return count;
+}
+
+static uint64_t run_task(uint32_t t) {
+  uint32_t q[3] = {t / (uint32_t)(n * n), t / (uint32_t)n % (uint32_t)n, t % (uint32_t)n};
+  uint32_t cols = 0, d1 = 0, d2 = 0;
+  for (int i = 0; i < 3; ++i) {
+    uint32_t bit = 1u << q[i];
+    if ((cols | d1 | d2) & bit) return 0;
+    cols |= bit;
+    d1 = (d1 | bit) << 1;
+    d2 = (d2 | bit) >> 1;
+  }
+  return solve(cols, d1, d2, 3);
+}
+
+/* ---- worker state in the store ------------------------------------------------------------- */
+
+static uint32_t remaining(const worker_t *w) {
+  uint32_t left = 0;
+  for (int i = 0; i < w->nranges; ++i) left += w->r[i].hi - w->r[i].lo;
+  return left;
+}
+
+static store_status_t load(int worker, worker_t *w) {
+  size_t len = 0;
+  store_status_t st = store_get(store, (store_key_t)worker, w, sizeof *w, &len);
+  if (st == STORE_OK && len != sizeof *w) die("a worker's state has the wrong size", STORE_ERR_INTERNAL);
+  return st;
+}
+
+static void add_range(worker_t *w, range_t r) {
+  if (r.lo == r.hi) return;
+  if (w->nranges == MAX_RANGES) die("too many task ranges", STORE_ERR_NO_MEMORY);
+  w->r[w->nranges++] = r;
+}
+
+/* ---- failures ------------------------------------------------------------------------------- */
+
+static void set_work(MPI_Comm comm) {
+  MPI_Group g, world;
+  MPI_Comm_rank(comm, &me);
+  MPI_Comm_size(comm, &nalive);
+  MPI_Comm_group(comm, &g);
+  MPI_Comm_group(MPI_COMM_WORLD, &world);
+  int *ranks = malloc(sizeof(int) * (size_t)nalive);
+  for (int i = 0; i < nalive; ++i) ranks[i] = i;
+  free(alive_world);
+  alive_world = malloc(sizeof(int) * (size_t)nalive);
+  MPI_Group_translate_ranks(g, nalive, ranks, world, alive_world);
+  free(ranks);
+  MPI_Group_free(&g);
+  MPI_Group_free(&world);
+  work = comm;
+}
+
+static int is_alive(int worker) {
+  for (int i = 0; i < nalive; ++i)
+    if (alive_world[i] == worker) return 1;
+  return 0;
+}
+
+/* Adopts the remaining tasks of the dead workers assigned to this survivor. */
+static store_status_t adopt(void) {
+  for (int d = 0; d < world_size; ++d) {
+    if (is_alive(d) || alive_world[d % nalive] != world_rank) continue;
+    worker_t dead, mine;
+    store_status_t st;
+    if ((st = load(d, &dead)) != STORE_OK || (st = load(world_rank, &mine)) != STORE_OK) return st;
+    uint32_t moved = remaining(&dead);
+    if (moved == 0) {
+      if (dead.adopted_by >= 0 && !reported_adoption[d])
+        say("dead worker %d's tasks are with worker %d already (store_recover completed that adoption)", d,
+            dead.adopted_by);
+      reported_adoption[d] = 1;
+      continue; /* adopted before, or it had finished */
+    }
+    for (int i = 0; i < dead.nranges; ++i) add_range(&mine, dead.r[i]);
+    dead.nranges = 0;
+    dead.adopted_by = world_rank;
+    if ((st = store_tx_begin(store)) != STORE_OK) return st;
+    store_put(store, (store_key_t)d, &dead, sizeof dead);
+    store_put(store, (store_key_t)world_rank, &mine, sizeof mine);
+    if ((st = store_tx_commit(store)) != STORE_OK) {
+      say("the adoption of worker %d's tasks was cut short by a failure: store_recover will finish or undo it", d);
+      return st;
+    }
+    reported_adoption[d] = 1;
+    say("adopted the %u remaining tasks of dead worker %d (its %llu solutions so far are kept)", moved, d,
+        (unsigned long long)dead.solutions);
+  }
+  return STORE_OK;
+}
+
+static void recover(const char *where, store_status_t why) {
+  double noticed = MPI_Wtime();
+  say("%s: %s -> store_recover", where, store_strerror(why));
+  if (ask_req != MPI_REQUEST_NULL) { /* a steal request we were serving requests for */
+    MPI_Cancel(&ask_req);
+    MPI_Wait(&ask_req, MPI_STATUS_IGNORE);
+  }
+  for (;;) {
+    MPI_Comm fresh = MPI_COMM_NULL;
+    double start = MPI_Wtime();
+    store_status_t st;
+    while ((st = store_recover(store, &fresh)) == STORE_ERR_RECOVER_AGAIN) say("another process failed: again");
+    if (st != STORE_OK) die("store_recover", st);
+    ++recoveries;
+    store_recovery_t rep;
+    store_recovery_init(&rep);
+    store_last_recovery(store, &rep);
+    if (work != MPI_COMM_WORLD) MPI_Comm_free(&work);
+    set_work(fresh);
+    say("store_recover took %.1f ms: %d survivors, %d failed, %llu of %llu keys repaired, %.1f KiB moved, "
+        "%llu keys lost",
+        (MPI_Wtime() - start) * 1e3, rep.survivors, rep.failed, (unsigned long long)rep.keys_repaired,
+        (unsigned long long)rep.keys, (double)rep.bytes_moved / 1024, (unsigned long long)rep.lost_count);
+    if (rep.lost_count != 0) die("checkpoints were lost", STORE_ERR_DATA_LOST);
+    for (int d = 0; d < world_size; ++d) {
+      double died = 0;
+      size_t len = 0;
+      if (is_alive(d) || reported[d]) continue;
+      reported[d] = 1;
+      if (store_get(store, DEATH_KEY + (store_key_t)d, &died, sizeof died, &len) == STORE_OK)
+        say("worker %d died at %.3f s: noticed here %.1f ms later", d, died - t0, (noticed - died) * 1e3);
+    }
+    if (world_rank == kill2_rank) {
+      double now = MPI_Wtime(); /* transaction mode: puts only inside a transaction */
+      store_tx_begin(store);
+      store_put(store, DEATH_KEY + (store_key_t)world_rank, &now, sizeof now);
+      store_tx_commit(store);
+      say("dies now, inside the recovery (SIGKILL)");
+      raise(SIGKILL);
+    }
+    /* In transaction mode: the adoption is one transaction per dead worker. */
+    if ((st = adopt()) == STORE_OK) st = store_back_to_normal(store);
+    if (st == STORE_OK) return;
+    if (st != STORE_ERR_PROC_FAILED) die("adoption", st);
+    noticed = MPI_Wtime();
+    say("another process failed during the recovery: recovering again");
+  }
+}
+
+/* ---- stealing ------------------------------------------------------------------------------- */
+
+/* Answers pending steal requests: half of this worker's largest range goes to the thief, in one
+ * transaction over both workers' keys. Returns STORE_OK or a failure status. */
+static store_status_t serve(worker_t *mine) {
+  for (;;) {
+    if (ask_req == MPI_REQUEST_NULL) MPI_Irecv(&ask_buf, 1, MPI_INT, MPI_ANY_SOURCE, TAG_ASK, work, &ask_req);
+    int got = 0;
+    MPI_Status status;
+    if (MPI_Test(&ask_req, &got, &status) != MPI_SUCCESS || !got) return STORE_OK;
+    int thief = ask_buf, gave = 0, best = -1;
+    for (int i = 0; i < mine->nranges; ++i)
+      if (best < 0 || mine->r[i].hi - mine->r[i].lo > mine->r[best].hi - mine->r[best].lo) best = i;
+    if (best >= 0 && mine->r[best].hi - mine->r[best].lo >= 2) {
+      worker_t other;
+      store_status_t st = load(thief, &other);
+      if (st != STORE_OK) return st;
+      uint32_t mid = mine->r[best].lo + (mine->r[best].hi - mine->r[best].lo) / 2;
+      range_t given = {mid, mine->r[best].hi};
+      worker_t next = *mine;
+      next.r[best].hi = mid;
+      add_range(&other, given);
+      if ((st = store_tx_begin(store)) != STORE_OK) return st;
+      store_put(store, (store_key_t)world_rank, &next, sizeof next);
+      store_put(store, (store_key_t)thief, &other, sizeof other);
+      if ((st = store_tx_commit(store)) != STORE_OK) return st;
+      *mine = next;
+      gave = (int)(given.hi - given.lo);
+    }
+    MPI_Send(&gave, 1, MPI_INT, status.MPI_SOURCE, TAG_ANSWER, work);
+  }
+}
+
+/* True when no worker's key holds a task. */
+static store_status_t all_done(int *done) {
+  *done = 1;
+  for (int w = 0; w < world_size && *done; ++w) {
+    worker_t s;
+    store_status_t st = load(w, &s);
+    if (st != STORE_OK) return st;
+    if (remaining(&s) > 0) *done = 0;
+  }
+  return STORE_OK;
+}
+
+/* An idle worker asks a random other worker for tasks, serving requests while it waits. Sets
+ * *got to the number of tasks received (they are in this worker's key already). */
+static store_status_t steal(worker_t *mine, int *got) {
+  *got = 0;
+  if (nalive < 2) return STORE_OK;
+  int victim = rand() % (nalive - 1);
+  if (victim >= me) ++victim;
+  int answer = 0;
+  MPI_Request req;
+  MPI_Send(&world_rank, 1, MPI_INT, victim, TAG_ASK, work);
+  MPI_Irecv(&answer, 1, MPI_INT, victim, TAG_ANSWER, work, &req);
+  for (int polls = 0;; ++polls) {
+    int flag = 0;
+    if (MPI_Test(&req, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS) return STORE_ERR_PROC_FAILED; /* victim died */
+    if (flag) break;
+    store_status_t st = serve(mine);
+    if (st == STORE_OK && polls % 1000 == 999) {
+      int done = 0;
+      st = all_done(&done); /* the victim may have left: nothing is left to steal */
+      if (st == STORE_OK && done) {
+        MPI_Cancel(&req);
+        MPI_Wait(&req, MPI_STATUS_IGNORE);
+        return STORE_OK;
+      }
+    }
+    if (st != STORE_OK) {
+      MPI_Cancel(&req);
+      MPI_Wait(&req, MPI_STATUS_IGNORE);
+      return st;
+    }
+  }
+  if (answer > 0) {
+    store_status_t st = load(world_rank, mine);
+    if (st != STORE_OK) return st;
+    *got = answer;
+  }
+  return STORE_OK;
+}
+
+/* ---- main ----------------------------------------------------------------------------------- */
+
+int main(int argc, char **argv) {
+  int provided;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+  MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &world_size);
+  /* Steal requests travel on MPI_COMM_WORLD until the first failure: a send to a dead worker
+   * must return an error, not abort the job. */
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  for (int i = 1; i + 1 < argc; i += 2) {
+    int v = atoi(argv[i + 1]);
+    if (!strcmp(argv[i], "--n"))
+      n = v;
+    else if (!strcmp(argv[i], "--kill-rank"))
+      kill_rank = v;
+    else if (!strcmp(argv[i], "--kill-after"))
+      kill_after = v;
+    else if (!strcmp(argv[i], "--kill2-rank"))
+      kill2_rank = v;
+    else if (!strcmp(argv[i], "--replicas"))
+      replicas = v;
+    else {
+      if (world_rank == 0) fprintf(stderr, "unknown option %s\n", argv[i]);
+      MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+  }
+  if (n < 4 || n > 14 || world_size < 2 || kill_rank >= world_size || kill2_rank >= world_size ||
+      (kill_rank >= 0 && kill_rank == kill2_rank)) {
+    if (world_rank == 0) fprintf(stderr, "need 4 <= N <= 14, 2 or more processes, and distinct victims\n");
+    MPI_Abort(MPI_COMM_WORLD, 2);
+  }
+  if (kill_rank < 0) kill2_rank = -1; /* a death inside a recovery needs a recovery */
+  srand((unsigned)world_rank * 7919u + 1u);
+  reported = calloc((size_t)world_size, 1);
+  reported_adoption = calloc((size_t)world_size, 1);
+  t0 = MPI_Wtime();
+  MPI_Bcast(&t0, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+
+  store_config_t cfg;
+  store_config_init(&cfg);
+  cfg.replicas = replicas < world_size ? replicas : world_size;
+  store_status_t st = store_init(MPI_COMM_WORLD, &cfg, &store);
+  if (st != STORE_OK) die("store_init", st);
+  set_work(MPI_COMM_WORLD);
+
+  /* Initial split: every worker's key holds its share of the tasks. */
+  uint32_t tasks = (uint32_t)(n * n * n);
+  worker_t mine;
+  memset(&mine, 0, sizeof mine);
+  mine.adopted_by = -1;
+  add_range(&mine, (range_t){tasks * (uint32_t)world_rank / (uint32_t)world_size,
+                             tasks * (uint32_t)(world_rank + 1) / (uint32_t)world_size});
+  if ((st = store_put(store, (store_key_t)world_rank, &mine, sizeof mine)) != STORE_OK) die("store_put", st);
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (world_rank == 0) {
+    say("N=%d: %u tasks on %d workers, %d copies of every checkpoint; worker %d dies after %d tasks%s", n, tasks,
+        world_size, cfg.replicas, kill_rank, kill_after, kill2_rank >= 0 ? ", another inside the recovery" : "");
+    if (kill_rank < 0) say("no failure injected");
+  }
+
+  int steals = 0, stolen = 0;
+  for (;;) {
+    st = serve(&mine);
+    if (st != STORE_OK) {
+      recover("serving a steal", st);
+      if ((st = load(world_rank, &mine)) != STORE_OK) die("reload", st);
+      continue;
+    }
+    if (mine.nranges > 0) {
+      range_t *r = &mine.r[mine.nranges - 1];
+      uint64_t found = run_task(r->lo);
+      worker_t next = mine;
+      next.solutions += found;
+      next.tasks_done += 1;
+      next.r[next.nranges - 1].lo += 1;
+      if (next.r[next.nranges - 1].lo == next.r[next.nranges - 1].hi) next.nranges -= 1;
+      st = store_put(store, (store_key_t)world_rank, &next, sizeof next); /* the checkpoint */
+      if (st != STORE_OK) {
+        recover("checkpoint", st);
+        if ((st = load(world_rank, &mine)) != STORE_OK) die("reload", st);
+        continue;
+      }
+      mine = next;
+      if (world_rank == kill_rank && mine.tasks_done == (uint64_t)kill_after) {
+        double now = MPI_Wtime();
+        store_put(store, DEATH_KEY + (store_key_t)world_rank, &now, sizeof now);
+        say("finished %d tasks (%llu solutions so far); dies now (SIGKILL)", kill_after,
+            (unsigned long long)mine.solutions);
+        raise(SIGKILL);
+      }
+      continue;
+    }
+    int got = 0;
+    st = steal(&mine, &got);
+    if (st == STORE_OK && got > 0) {
+      ++steals;
+      stolen += got;
+      continue;
+    }
+    int done = 0;
+    if (st == STORE_OK) st = all_done(&done);
+    if (st != STORE_OK) {
+      recover("stealing", st);
+      if ((st = load(world_rank, &mine)) != STORE_OK) die("reload", st);
+      continue;
+    }
+    if (done) break;
+  }
+  if (ask_req != MPI_REQUEST_NULL) {
+    MPI_Cancel(&ask_req);
+    MPI_Wait(&ask_req, MPI_STATUS_IGNORE);
+  }
+
+  /* The result, from the checkpoints of every worker, the dead ones included. */
+  uint64_t total = 0;
+  char line[1024] = "";
+  for (int w = 0; w < world_size; ++w) {
+    worker_t s;
+    if ((st = load(w, &s)) != STORE_OK) die("final read", st);
+    total += s.solutions;
+    size_t used = strlen(line);
+    snprintf(line + used, sizeof line - used, " %d:%llu%s", w, (unsigned long long)s.tasks_done,
+             is_alive(w) ? "" : "(dead)");
+  }
+  say("done: %llu tasks of its own, %d steals brought %d tasks", (unsigned long long)mine.tasks_done, steals, stolen);
+  int ok = total == known[n];
+  if (me == 0) {
+    say("tasks done per worker:%s", line);
+    say("result: %llu solutions for N=%d, failure-free count %llu: %s (%d failure(s) survived)",
+        (unsigned long long)total, n, (unsigned long long)known[n], ok ? "CORRECT" : "WRONG", world_size - nalive);
+  }
+  MPI_Barrier(work);
+  if ((st = store_finalize(&store)) != STORE_OK) die("store_finalize", st);
+  if (work != MPI_COMM_WORLD) MPI_Comm_free(&work);
+  free(alive_world);
+  free(reported);
+  free(reported_adoption);
+  MPI_Finalize();
+  return ok ? 0 : 1;
+}
