@@ -244,18 +244,18 @@ void emit(const Row &r) {
 // A key whose `r` holders are all ranks other than 0, if there are enough ranks.
 store_key_t remote_key(store_t s, std::uint64_t salt) {
   auto *impl = rmastore::internal::impl(s);
-  const int r = impl->placement().replicas();
+  const int r = impl->placement()->replicas();
   std::vector<int> h(static_cast<std::size_t>(r));
   for (store_key_t k = salt * 1000003;; ++k) {
-    impl->placement().holders(k, h);
+    impl->placement()->holders(k, h);
     if (std::find(h.begin(), h.end(), 0) == h.end() || r >= impl->size()) return k;
   }
 }
 
 std::vector<int> holders_of(store_t s, store_key_t k) {
   auto *impl = rmastore::internal::impl(s);
-  std::vector<int> h(static_cast<std::size_t>(impl->placement().replicas()));
-  impl->placement().holders(k, h);
+  std::vector<int> h(static_cast<std::size_t>(impl->placement()->replicas()));
+  impl->placement()->holders(k, h);
   return h;
 }
 
@@ -295,9 +295,9 @@ void run_failure(const Options &opt, RawWindow &raw, int rank, int np) {
   store_key_t aimed = static_cast<store_key_t>(rank) * 100000 + 90000;
   {
     auto *impl = rmastore::internal::impl(s);
-    std::vector<int> h(static_cast<std::size_t>(impl->placement().replicas()));
+    std::vector<int> h(static_cast<std::size_t>(impl->placement()->replicas()));
     for (;; ++aimed) {
-      impl->placement().holders(aimed, h);
+      impl->placement()->holders(aimed, h);
       if (std::find(h.begin(), h.end(), np - 1) != h.end()) break;
     }
   }

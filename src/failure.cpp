@@ -2,6 +2,7 @@
 
 #include <sched.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "ulfm.hpp"
@@ -61,27 +62,31 @@ void absorb_failures(MPI_Comm comm, FailureState &state) {
   MPIX_Comm_ack_failed(comm, n, &acked);
 }
 
-// Every live process sends a token to every process it does not know to be dead and waits for
-// a token from each of them, or for its death. A process is known dead only after it died, so
-// every survivor hears from every survivor. Not MPIX_Comm_agree: in Open MPI 5.0.7 the
-// agreement segfaulted in ompi_errhandler_proc_failed_internal at store_finalize after two
-// deaths (1 in 24 runs), while the helper thread progressed MPI.
-void tolerant_barrier(MPI_Comm comm, FailureState &state) {
+// Every live process sends a token (the number of failures it knows) to every process it does
+// not know to be dead and waits for a token from each of them, or for its death. A process is
+// known dead only after it died, so every survivor hears from every survivor. Not
+// MPIX_Comm_agree: in Open MPI 5.0.7 the agreement segfaulted in
+// ompi_errhandler_proc_failed_internal at store_finalize after two deaths (1 in 24 runs), while
+// the helper thread progressed MPI.
+int tolerant_barrier(MPI_Comm comm, FailureState &state) {
   constexpr int kTag = 78;
-  static const char token = 1;
   int size = 0, rank = 0;
   check_mpi(MPI_Comm_size(comm, &size), "MPI_Comm_size");
   check_mpi(MPI_Comm_rank(comm, &rank), "MPI_Comm_rank");
   record_failures(comm, state);
-  std::vector<char> in(static_cast<std::size_t>(size));
+  // MPI may still read the token after a send to a process that died is let go: it is freed
+  // only when every send completed.
+  auto *token = new int(state.failures());
+  bool let_go = false;
+  std::vector<int> in(static_cast<std::size_t>(size), 0);
   std::vector<MPI_Request> recvs(static_cast<std::size_t>(size), MPI_REQUEST_NULL);
   std::vector<MPI_Request> sends(static_cast<std::size_t>(size), MPI_REQUEST_NULL);
   for (int r = 0; r < size; ++r) {
     if (r == rank || state.dead(r)) continue;
     const auto i = static_cast<std::size_t>(r);
-    int rc = MPI_Irecv(&in[i], 1, MPI_BYTE, r, kTag, comm, &recvs[i]);
+    int rc = MPI_Irecv(&in[i], 1, MPI_INT, r, kTag, comm, &recvs[i]);
     if (rc != MPI_SUCCESS && !is_failure_error(rc)) check_mpi(rc, "MPI_Irecv");
-    rc = MPI_Isend(&token, 1, MPI_BYTE, r, kTag, comm, &sends[i]);
+    rc = MPI_Isend(token, 1, MPI_INT, r, kTag, comm, &sends[i]);
     if (rc != MPI_SUCCESS && !is_failure_error(rc)) check_mpi(rc, "MPI_Isend");
   }
   const auto settled = [&](MPI_Request &req, int r, bool receive) {
@@ -98,6 +103,7 @@ void tolerant_barrier(MPI_Comm comm, FailureState &state) {
       MPI_Wait(&req, MPI_STATUS_IGNORE);
     } else {
       MPI_Request_free(&req);
+      let_go = true;
     }
     return true;
   };
@@ -116,6 +122,8 @@ void tolerant_barrier(MPI_Comm comm, FailureState &state) {
     all = true;
     for (int r = 0; r < size; ++r) all = settled(sends[static_cast<std::size_t>(r)], r, false) && all;
   }
+  if (!let_go) delete token;
+  return std::max(state.failures(), *std::max_element(in.begin(), in.end()));
 }
 
 bool is_failure_error(int rc) {

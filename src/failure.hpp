@@ -21,7 +21,9 @@ class FailureState {
 public:
   explicit FailureState(int size);
 
-  bool dead(int rank) const { return dead_[static_cast<std::size_t>(rank)].load(std::memory_order_acquire) != 0; }
+  bool dead(int rank) const {
+    return rank >= 0 && rank < size_ && dead_[static_cast<std::size_t>(rank)].load(std::memory_order_acquire) != 0;
+  }
   bool revoked() const { return revoked_.load(std::memory_order_acquire); }
   // Anything that makes the store need store_recover.
   bool any() const { return failures_.load(std::memory_order_acquire) > 0 || revoked(); }
@@ -51,7 +53,8 @@ void absorb_failures(MPI_Comm comm, FailureState &state);
 
 // A barrier over the live processes of `comm`, which may hold failed ones, and may lose more
 // meanwhile. Point-to-point (tag 78 on `comm`); it records the failures it meets in `state`.
-void tolerant_barrier(MPI_Comm comm, FailureState &state);
+// Returns the most failures any survivor knew of when it entered, or this process knows now.
+int tolerant_barrier(MPI_Comm comm, FailureState &state);
 
 // True for the error classes by which ULFM reports a failure or a revocation.
 bool is_failure_error(int rc);

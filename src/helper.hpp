@@ -59,6 +59,7 @@ private:
   void loop();
   void serve_one(int source);
   bool poll_outgoing();
+  void post_receive();
   bool poll_receive();
   bool drain_pings();
 

@@ -9,8 +9,9 @@
 // (docs/failures.md). A message to a helper is waited for with failure-aware polling, like every
 // other wait in the store.
 //
-// Order: a locker takes the locks of its slots in one global order (slot id, then placement
-// order), so lockers never wait in a cycle. It first asks for all of them at once without
+// Order: a locker takes the locks of its slots in one global order (namespace, then key, then
+// placement order: a transaction's values before its decision record), so lockers never wait
+// in a cycle. It first asks for all of them at once without
 // queueing (kLockTry), which is all an uncontended put pays; when one is busy it gives back what
 // it got and takes them one at a time, queueing at each holder. Placement changes when a process
 // fails, and lockers that have not noticed yet see another order: so a wait gives up as soon as
@@ -34,10 +35,6 @@
 
 namespace rmastore::internal {
 namespace {
-
-std::atomic_ref<std::uint64_t> owner_of(std::byte *slot_base) {
-  return std::atomic_ref<std::uint64_t>(*reinterpret_cast<std::uint64_t *>(slot_base + kOwnerOffset));
-}
 
 // True if the copy in `block` is complete and untorn (an empty or lost slot counts as valid:
 // its header is).
@@ -248,6 +245,22 @@ void Store::on_failures() {
   if (repairer_) repairer_->view_changed();
 }
 
+CtrlMsg Store::lock_msg(const Agent &a, std::size_t length, std::uint32_t flags) {
+  CtrlMsg m;
+  m.type = MsgType::kLock;
+  m.length = length;
+  m.owner = a.lock_word();
+  m.flags = flags;
+  return m;
+}
+
+std::uint64_t Store::newest_version(const Lock &l) {
+  std::uint64_t v = kNoVersion;
+  if ((l.grant.flags & kReplyValid) != 0) v = std::max(v, l.grant.version);
+  if ((l.grant.flags & kReplyPendingValid) != 0) v = std::max(v, l.grant.pending_version);
+  return v;
+}
+
 std::vector<Store::LockRequest> Store::lock_requests(const SlotId &id, std::size_t length, std::uint32_t flags) const {
   std::vector<LockRequest> reqs;
   for (int h : holders_of(id)) reqs.push_back(LockRequest{id, h, length, flags});
@@ -294,14 +307,7 @@ std::vector<Store::Lock> Store::acquire_locks(Agent &a, const std::vector<LockRe
     ~ViewGuard() { a.lock_view = -1; }
   } guard{a};
   a.lock_view = failures_->failures();
-  const auto ask = [&](const LockRequest &r, std::uint32_t extra) {
-    CtrlMsg m;
-    m.type = MsgType::kLock;
-    m.length = r.length;
-    m.owner = a.lock_word();
-    m.flags = r.flags | extra;
-    return m;
-  };
+  const auto ask = [&](const LockRequest &r, std::uint32_t extra) { return lock_msg(a, r.length, r.flags | extra); };
   std::vector<Lock> held;
   std::vector<const LockRequest *> asked; // granted or queued somewhere: all get an unlock on failure
   const auto take = [&](const LockRequest &r, const CtrlMsg &reply) {
@@ -381,8 +387,7 @@ void Store::put_localized(std::uint64_t key, const void *buf, std::size_t len) {
     std::uint64_t version = kNoVersion;
     std::vector<HolderCache> copies;
     for (const Lock &l : locks) {
-      if ((l.grant.flags & kReplyValid) != 0) version = std::max(version, l.grant.version);
-      if ((l.grant.flags & kReplyPendingValid) != 0) version = std::max(version, l.grant.pending_version);
+      version = std::max(version, newest_version(l));
       copies.push_back(as_copy(l));
     }
     SlotHeader h{};

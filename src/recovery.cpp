@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <climits>
 #include <cstring>
+#include <iterator>
 #include <map>
 
 #include <time.h>
@@ -229,7 +230,7 @@ store_status_t Store::recover(MPI_Comm *new_comm) {
 void Store::shrink_and_agree(double *seconds) {
   const std::int64_t t0 = Helper::now_ns();
   stop_runtime();
-  app_->abandoned.clear(); // aimed at failed processes: they never complete, and the window goes
+  app_->abandoned_rma.clear(); // aimed at failed processes: they never complete, and the window goes
   if (ctrl_ != MPI_COMM_NULL) MPIX_Comm_revoke(ctrl_);
   MPIX_Comm_revoke(comm_);
   RMASTORE_FAULT_POINT("recover.after_revoke");
@@ -268,12 +269,18 @@ void Store::rebuild_window(double *seconds) {
   check_recovery(MPI_Allgather(&id_, 1, MPI_INT, ids.data(), 1, MPI_INT, comm_), "MPI_Allgather");
   std::vector<int> rank_of(rank_of_id_.size(), -1);
   for (int r = 0; r < size_; ++r) rank_of[static_cast<std::size_t>(ids[static_cast<std::size_t>(r)])] = r;
+  // A new placement object, as update_view makes: whoever holds the old one keeps it unchanged.
+  auto next = std::make_shared<Placement>(*placement_);
   for (std::size_t i = 0; i < rank_of.size(); ++i) {
-    if (rank_of[i] < 0) placement_->remove(static_cast<int>(i));
+    if (rank_of[i] < 0) next->remove(static_cast<int>(i));
+  }
+  {
+    std::lock_guard lk(view_mutex_);
+    placement_ = std::move(next);
+    view_failures_ = 0;
   }
   ids_ = std::move(ids);
   rank_of_id_ = std::move(rank_of);
-  view_failures_ = 0;
   build_runtime();
   *seconds = seconds_since(t0);
 }
@@ -284,15 +291,10 @@ void Store::rebuild_window(double *seconds) {
 // data it sent before failing cannot land in memory given to someone else.
 void Store::reset_grants() {
   std::lock_guard lk(table_mutex_);
+  // rank_of_id_ already leaves the failed processes out, and the failure set is new.
   const auto failed_owner = [&](const SlotId &id) {
     auto it = table_.find(id);
-    if (it == table_.end()) return false;
-    std::uint64_t owner;
-    std::memcpy(&owner, it->second.block.base + kOwnerOffset, sizeof owner);
-    if (owner == kOwnerFree || owner == kSlotRetired) return false;
-    const int oid = lock_word_id(owner);
-    return oid < 0 || static_cast<std::size_t>(oid) >= rank_of_id_.size() ||
-           rank_of_id_[static_cast<std::size_t>(oid)] < 0;
+    return it != table_.end() && owner_dead(owner_of(it->second.block.base).load());
   };
   std::vector<SlotId> unsafe;
   for (const auto &[id, slot] : table_) {
@@ -305,13 +307,11 @@ void Store::reset_grants() {
     if (failed_writer || std::find(unsafe.begin(), unsafe.end(), id) != unsafe.end()) {
       SlotAllocator::Block fresh = allocator_->allocate(slot.block.capacity, id.key, id.ns);
       SlotAllocator::copy_value(slot.block, fresh);
-      std::uint64_t retired = kSlotRetired;
-      std::memcpy(slot.block.base + kOwnerOffset, &retired, sizeof retired);
+      owner_of(slot.block.base).store(kSlotRetired);
       quarantined_.push_back(slot.block);
       slot.block = fresh;
     } else {
-      std::uint64_t free = kOwnerFree;
-      std::memcpy(slot.block.base + kOwnerOffset, &free, sizeof free);
+      owner_of(slot.block.base).store(kOwnerFree);
     }
     slot.writer = -1;
     slot.writer_id = -1;
@@ -633,10 +633,12 @@ void Store::last_recovery(store_recovery_t &out) const {
     std::lock_guard lk(known_mutex_);
     lost_report_.assign(lost_known_.begin(), lost_known_.end());
   }
-  for (store_key_t k : lost_keys_) {
-    if (!std::binary_search(lost_report_.begin(), lost_report_.end(), k)) lost_report_.push_back(k);
-  }
-  std::sort(lost_report_.begin(), lost_report_.end());
+  // Sorted and without duplicates (lost_known_ is a sorted set).
+  std::vector<store_key_t> mine(lost_keys_.begin(), lost_keys_.end());
+  std::sort(mine.begin(), mine.end());
+  std::vector<store_key_t> both;
+  std::set_union(lost_report_.begin(), lost_report_.end(), mine.begin(), mine.end(), std::back_inserter(both));
+  lost_report_ = std::move(both);
   out.lost_count = lost_report_.size();
   out.lost_keys = lost_report_.data();
 }

@@ -7,7 +7,7 @@
 // the survivors of the old holders first), so it usually sends its own copy. Holders also ask
 // the coordinator to repair slots whose lock a failed process held (locks.cpp).
 //
-// Repairing a slot is a locked operation like a put (lock.cpp): the coordinator takes the locks
+// Repairing a slot is a locked operation like a put (locks.cpp): the coordinator takes the locks
 // of every current holder's copy (taking over those of failed owners), finds the newest
 // complete value among them, writes it to the holders that lack it and releases the locks.
 // Interrupted transactions are decided here: a pending value newer than the key's value, whose
@@ -34,7 +34,7 @@ Store::Repairer::Repairer(Store &s) : s_(s), agent_(s, 1) {
   agent_.stop = &stop_;
   std::lock_guard lk(s_.view_mutex_);
   repaired_ = s_.placement_;
-  repaired_failures_ = s_.view_failures_;
+  repaired_failures_ = s_.view_failures_.load();
 }
 
 Store::Repairer::~Repairer() {
@@ -52,6 +52,7 @@ void Store::Repairer::stop() {
   }
   cv_.notify_all();
   if (thread_.joinable()) thread_.join();
+  agent_.drain(); // its unlocks and loss notices are still in MPI's hands
 }
 
 void Store::Repairer::request(const SlotId &id) {
@@ -82,9 +83,7 @@ void Store::Repairer::stats(store_info_t &out) const {
     // Slots here whose lock a failed process holds wait for their coordinator's repair.
     std::lock_guard lk(s_.table_mutex_);
     for (const auto &kv : s_.table_) {
-      std::uint64_t owner;
-      std::memcpy(&owner, kv.second.block.base + kOwnerOffset, sizeof owner);
-      if (s_.owner_dead(owner)) ++backlog;
+      if (s_.owner_dead(owner_of(kv.second.block.base).load())) ++backlog;
     }
   }
   out.repair_backlog = backlog;
@@ -104,18 +103,16 @@ void Store::Repairer::loop() {
       dirty = view_dirty_;
       view_dirty_ = false;
     }
-    std::shared_ptr<Placement> now;
+    std::shared_ptr<const Placement> now;
     int now_failures = 0;
     if (dirty) {
       now_failures = s_.update_view();
-      {
-        std::lock_guard lk(s_.view_mutex_);
-        now = s_.placement_;
-      }
+      now = s_.placement();
       for (const SlotId &id : candidates(*now)) work.insert(id);
     }
     backlog_.store(work.size());
     bool complete = true;
+    std::vector<SlotId> failed; // by other errors than a failure: tried again in a while
     for (auto it = work.begin(); it != work.end(); ++it) {
       if (stop_.load()) return;
       try {
@@ -140,23 +137,30 @@ void Store::Repairer::loop() {
         }
         std::fprintf(stderr, "rmastore: repair of key %llu failed: %s\n", static_cast<unsigned long long>(it->key),
                      e.what());
+        failed.push_back(*it);
       } catch (const std::exception &e) {
         std::fprintf(stderr, "rmastore: repair of key %llu failed: %s\n", static_cast<unsigned long long>(it->key),
                      e.what());
+        failed.push_back(*it);
       }
       backlog_.fetch_sub(1);
     }
     backlog_.store(0);
+    std::unique_lock lk(mu_);
     if (complete && dirty) {
-      std::lock_guard lk(mu_);
       repaired_ = now;
       repaired_failures_ = now_failures;
+    }
+    if (!failed.empty()) {
+      // Still counted in the backlog; a pause, or the same error would repeat at once.
+      requested_.insert(failed.begin(), failed.end());
+      cv_.wait_for(lk, std::chrono::milliseconds(100), [&] { return stop_.load(); });
     }
   }
 }
 
 std::vector<SlotId> Store::Repairer::candidates(const Placement &now) {
-  std::shared_ptr<Placement> before;
+  std::shared_ptr<const Placement> before;
   {
     std::lock_guard lk(mu_);
     before = repaired_;
@@ -326,12 +330,7 @@ std::uint64_t Store::repair_slot(Agent &a, const SlotId &id) {
       std::vector<Lock *> grown;
       for (Lock *l : target_locks) {
         if (l->grant.capacity >= length) continue;
-        CtrlMsg m;
-        m.type = MsgType::kLock;
-        m.length = length;
-        m.owner = a.lock_word();
-        m.flags = kLockRepair;
-        grow.push_back(Ask{id, l->req.holder, m});
+        grow.push_back(Ask{id, l->req.holder, lock_msg(a, length, kLockRepair)});
         grown.push_back(l);
       }
       if (!grow.empty()) {

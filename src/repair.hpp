@@ -44,7 +44,7 @@ private:
   std::set<SlotId> requested_;
   bool view_dirty_ = false;
   std::atomic<bool> stop_{false};
-  std::shared_ptr<Placement> repaired_; // placement the last complete pass repaired for
+  std::shared_ptr<const Placement> repaired_; // placement the last complete pass repaired for
   int repaired_failures_ = 0;
   std::atomic<std::uint64_t> backlog_{0}, repaired_slots_{0}, repaired_bytes_{0};
 };

@@ -43,25 +43,27 @@ public:
   virtual ~WaitContext() = default;
   // The process is known to have failed: its requests can never complete.
   virtual bool dead(int rank) const = 0;
-  // The store's communicators were revoked: nobody serves control messages any more.
+  // Replies will not come: the store's communicators were revoked, or the waiter must start
+  // over (a lock wait after placement changed, a repair thread that stops).
   virtual bool revoked() const = 0;
-  // Keeps an RMA or send request that will never complete: Open MPI cannot free it.
+  // Keeps an RMA request that will never complete: Open MPI cannot free it.
   virtual void abandon(MPI_Request r) = 0;
   // Throws if waiting cannot end (e.g. this process's helper thread stopped).
   virtual void check() const = 0;
   virtual Doorbells *bells() const = 0;
 };
 
-// Outstanding requests (RMA, or point-to-point with the holders), each tagged with its target.
+// Outstanding requests (RMA, or receives of replies from holders), each tagged with its target.
 //
 // Never waits without bound on a process that may be dead: wait_all polls, and gives up on the
-// requests to a process once `ctx` reports it dead (receives are cancelled, RMA and sends are
-// abandoned), then finishes the others and throws STORE_ERR_PROC_FAILED. Requests to live
-// processes are always waited for, so MPI never writes into a buffer after the call returned.
-// Buffers given to it must stay valid until wait_all returns; the destructor waits too.
+// requests to a process once `ctx` reports it dead (receives are cancelled, RMA is abandoned),
+// and on every receive once `ctx` reports revoked(); then it finishes the others and throws
+// STORE_ERR_PROC_FAILED. RMA to live processes is always waited for, so MPI never writes into a
+// buffer after the call returned. Buffers given to it must stay valid until wait_all returns;
+// the destructor waits too.
 class RequestSet {
 public:
-  enum class Kind : unsigned char { kRma, kRecv, kSend };
+  enum class Kind : unsigned char { kRma, kRecv };
 
   explicit RequestSet(WaitContext *ctx) : ctx_(ctx) {}
   ~RequestSet();

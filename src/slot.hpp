@@ -36,6 +36,7 @@
 // up. The global variant leaves it 0 until the slot retires.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -93,6 +94,11 @@ inline constexpr std::uint64_t kNoVersion = 0;
 inline constexpr std::uint64_t kOwnerFree = 0;
 inline constexpr std::uint64_t kSlotRetired = 0x5245544952454421ULL; // "RETIRED!"
 inline constexpr std::size_t kOwnerOffset = offsetof(SlotHeader, owner);
+// The owner word of the slot at `slot_base`. The holder's threads change it concurrently (the
+// helper serves lock requests, agents lock local slots inline): always accessed atomically.
+inline std::atomic_ref<std::uint64_t> owner_of(std::byte *slot_base) {
+  return std::atomic_ref<std::uint64_t>(*reinterpret_cast<std::uint64_t *>(slot_base + kOwnerOffset));
+}
 
 // Lock words: who holds a slot's lock. `agent` tells a process's application thread (0) from its
 // repair thread (1); `epoch` is the holder's store epoch (store_recover calls).

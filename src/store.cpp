@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <deque>
 #include <map>
 #include <new>
 
@@ -156,22 +157,24 @@ void Store::build_runtime() {
   helper_ = std::make_unique<Helper>(ctrl_, *bells_, *failures_, config_.detector, config_.helper_max_sleep_us);
 }
 
+// The repairer exists before the helper starts and until it has stopped: the helper's failure
+// handling hands it work.
 void Store::start_helper() {
   std::function<void()> on_fail;
-  if (localized()) on_fail = [this] { on_failures(); };
-  helper_->start([this](const CtrlMsg &m, int src) { on_helper_message(m, src); }, std::move(on_fail));
   if (localized()) {
     repairer_ = std::make_unique<Repairer>(*this);
     repairer_->start();
+    on_fail = [this] { on_failures(); };
   }
+  helper_->start([this](const CtrlMsg &m, int src) { on_helper_message(m, src); }, std::move(on_fail));
 }
 
 // Stops the repair and helper threads and drops the local parts of the runtime; the collective
 // parts (window, communicators) are freed by the caller, who knows whether that is safe.
 void Store::stop_runtime() {
   if (repairer_) repairer_->stop();
-  repairer_.reset();
   if (helper_) helper_->stop();
+  repairer_.reset();
   helper_.reset();
   bells_.reset();
 }
@@ -206,10 +209,11 @@ void Store::finalize() {
   require_healthy();
   app_->drain();
   // The localized variant carries on after failures, so its communicator may hold failed
-  // processes: an agreement is the barrier that works with them.
-  const bool failed = detecting() && failures_->failures() > 0;
+  // processes: a barrier that tolerates them, which also tells every process whether any of
+  // them knew of a failure, so that all decide alike how to let go of the window.
+  bool failed = false;
   if (localized()) {
-    tolerant_barrier(comm_, *failures_);
+    failed = tolerant_barrier(comm_, *failures_) > 0;
   } else {
     check_mpi(MPI_Barrier(comm_), "MPI_Barrier");
   }
@@ -245,6 +249,7 @@ bool Store::Agent::dead(int rank) const {
   return store.detecting() && store.failures_->dead(rank);
 }
 
+// A lock wait also ends when the failure count changed since it started (see acquire_locks).
 bool Store::Agent::revoked() const {
   if (stop != nullptr && stop->load(std::memory_order_acquire)) return true;
   if (!store.detecting()) return false;
@@ -260,8 +265,8 @@ std::uint64_t Store::Agent::lock_word() const {
 }
 
 void Store::Agent::post(int dest, const CtrlMsg &msg) {
-  RMASTORE_TRACE("agent %d posts type %u %llu/%u flags %u to %d", kind, static_cast<unsigned>(msg.type),
-                 (unsigned long long)msg.key, msg.ns, msg.flags, dest);
+  RMASTORE_TRACE("agent %d posts type %u #%llu %llu/%u flags %u to %d", kind, static_cast<unsigned>(msg.type),
+                 (unsigned long long)msg.request, (unsigned long long)msg.key, msg.ns, msg.flags, dest);
   Outgoing &o = outbox_.emplace_back();
   o.msg = msg;
   o.dest = dest;
@@ -285,7 +290,7 @@ void Store::Agent::flush() {
     }
     auto next = std::next(it);
     if (rc == MPI_SUCCESS && !done) {
-      abandoned_.splice(abandoned_.end(), outbox_, it); // MPI keeps the request, and its buffer
+      abandoned_sends_.splice(abandoned_sends_.end(), outbox_, it); // MPI keeps the request, and its buffer
     } else {
       outbox_.erase(it);
     }
@@ -465,18 +470,39 @@ std::vector<int> Store::holders_of(const SlotId &id, const Placement &p) const {
   return ranks;
 }
 
+std::shared_ptr<const Placement> Store::placement() const {
+  std::lock_guard lk(view_mutex_);
+  return placement_;
+}
+
 std::vector<int> Store::holders_of(const SlotId &id) const {
-  std::shared_ptr<Placement> p;
+  return holders_of(id, *placement());
+}
+
+std::vector<int> Store::read_order(const SlotId &id) {
+  const std::shared_ptr<const Placement> p = placement();
+  std::vector<std::pair<int, int>> order; // (cost, holder); cost ties keep placement order
   {
-    std::lock_guard lk(view_mutex_);
-    p = placement_;
+    std::lock_guard lk(cache_mutex_);
+    int pos = 0;
+    for (const HolderCache &hc : key_state_locked(id).holders) {
+      const int cost = hc.holder == rank_                                                         ? 0
+                       : p->node_of(ids_[static_cast<std::size_t>(hc.holder)]) == p->node_of(id_) ? 1
+                                                                                                  : 2;
+      order.emplace_back(cost * 1024 + pos++, hc.holder);
+    }
   }
-  return holders_of(id, *p);
+  std::sort(order.begin(), order.end());
+  std::vector<int> holders;
+  for (const auto &o : order) holders.push_back(o.second);
+  return holders;
 }
 
 int Store::update_view() {
+  // Every put and get asks; the failure set rarely changes, so the common answer takes no lock.
+  if (!localized() || failures_ == nullptr || failures_->failures() == view_failures_.load()) return view_failures_;
   std::lock_guard lk(view_mutex_);
-  if (!localized() || failures_ == nullptr || failures_->failures() == view_failures_) return view_failures_;
+  if (failures_->failures() == view_failures_.load()) return view_failures_;
   // A new placement object: threads that hold the old one keep using it undisturbed.
   auto next = std::make_shared<Placement>(*placement_);
   int n = 0;
@@ -554,14 +580,20 @@ void Store::install_reply(const SlotId &id, int holder, const CtrlMsg &reply, bo
 }
 
 std::vector<CtrlMsg> Store::ask_all(Agent &a, const std::vector<Ask> &asks) {
+  a.flush();
   const std::size_t n = asks.size();
-  std::vector<CtrlMsg> out(n), replies(n), sent(n);
+  std::vector<CtrlMsg> out(n), sent(n);
   std::vector<bool> answered(n, false);
-  RequestSet rs(&a); // declared after the buffers: on unwinding it waits before they go
-  const auto receive = [&](std::size_t i) {
+  // Replies are matched to requests by number, not by which receive they land in: a holder
+  // asked several times answers in order, but a reply to an earlier request this agent stopped
+  // waiting for (a lock wait that started over) can come first and take any receive from it.
+  std::deque<std::pair<int, CtrlMsg>> inbox; // (holder, reply); a deque keeps their addresses
+  RequestSet rs(&a);                         // declared after the buffers: on unwinding it waits before they go
+  const auto receive = [&](int holder) {
+    auto &[from, reply] = inbox.emplace_back(holder, CtrlMsg{});
     MPI_Request rr;
-    check_mpi(MPI_Irecv(&replies[i], sizeof(CtrlMsg), MPI_BYTE, asks[i].holder, a.reply_tag, ctrl_, &rr), "MPI_Irecv");
-    rs.add(rr, asks[i].holder, RequestSet::Kind::kRecv, sizeof(CtrlMsg));
+    check_mpi(MPI_Irecv(&reply, sizeof(CtrlMsg), MPI_BYTE, from, a.reply_tag, ctrl_, &rr), "MPI_Irecv");
+    rs.add(rr, from, RequestSet::Kind::kRecv, sizeof(CtrlMsg));
   };
   for (std::size_t i = 0; i < n; ++i) {
     sent[i] = asks[i].msg;
@@ -578,39 +610,33 @@ std::vector<CtrlMsg> Store::ask_all(Agent &a, const std::vector<Ask> &asks) {
         continue;
       }
     }
-    receive(i);
-    MPI_Request sr;
-    const int rc = MPI_Isend(&sent[i], sizeof(CtrlMsg), MPI_BYTE, asks[i].holder, kTagHelper, ctrl_, &sr);
-    if (is_failure_error(rc)) throw StoreError(STORE_ERR_PROC_FAILED, "a holder has failed");
-    check_mpi(rc, "MPI_Isend");
-    rs.add(sr, asks[i].holder, RequestSet::Kind::kSend, sizeof(CtrlMsg));
-    RMASTORE_TRACE("agent %d asks %d: type %u #%llu %llu/%u flags %u", a.kind, asks[i].holder,
-                   static_cast<unsigned>(sent[i].type), (unsigned long long)sent[i].request,
-                   (unsigned long long)sent[i].key, sent[i].ns, sent[i].flags);
-    bells_->ring(asks[i].holder);
+    receive(asks[i].holder);
+    // Sent from the agent's outbox, which keeps the message for as long as MPI may read it: a
+    // wait that gives up (a lock wait that starts over) leaves the send behind. A send to a
+    // failed holder is dropped; its receive reports the failure.
+    a.post(asks[i].holder, sent[i]);
     ++a.requests_sent;
   }
-  for (;;) {
+  for (std::size_t next = 0; next < inbox.size();) {
     rs.wait_all();
-    // A reply to an earlier request that this agent stopped waiting for (a lock wait that
-    // started over) may arrive first: it is dropped, and the receive posted again.
-    bool stale = false;
-    for (std::size_t i = 0; i < n; ++i) {
-      if (answered[i] || replies[i].request == sent[i].request) continue;
-      if (replies[i].type != MsgType::kReply || replies[i].request > sent[i].request) {
-        throw StoreError(STORE_ERR_INTERNAL, "control reply does not match its request");
+    for (const std::size_t end = inbox.size(); next < end; ++next) {
+      const auto &[from, reply] = inbox[next];
+      std::size_t i = 0;
+      while (i < n && (answered[i] || asks[i].holder != from || sent[i].request != reply.request)) ++i;
+      if (i < n) {
+        out[i] = reply;
+        answered[i] = true;
+        continue;
       }
-      RMASTORE_TRACE("agent %d drops stale reply #%llu from %d", a.kind, (unsigned long long)replies[i].request,
-                     asks[i].holder);
-      replies[i].request = 0;
-      receive(i);
-      stale = true;
+      if (reply.type != MsgType::kReply || reply.request >= a.next_request) {
+        throw StoreError(STORE_ERR_INTERNAL, "control reply does not match any request");
+      }
+      RMASTORE_TRACE("agent %d drops stale reply #%llu from %d", a.kind, (unsigned long long)reply.request, from);
+      receive(from); // the reply this receive was meant for is still to come
     }
-    if (!stale) break;
   }
   for (std::size_t i = 0; i < n; ++i) {
-    if (!answered[i]) out[i] = replies[i];
-    if (out[i].request != sent[i].request || out[i].type != MsgType::kReply) {
+    if (!answered[i] || out[i].type != MsgType::kReply) {
       throw StoreError(STORE_ERR_INTERNAL, "control reply does not match its request");
     }
     if (out[i].status == ReplyStatus::kError)
@@ -972,22 +998,10 @@ store_status_t Store::get(std::uint64_t key, void *buf, std::size_t capacity, st
   }
   if (localized()) return get_localized(key, buf, capacity, len);
   const SlotId id{key, Ns::kValue};
-  // Cheapest copy: our own, else one on our node, else the first in placement order. A reader
-  // keeps to its copy while a put lands there: switching to another copy could return an older
-  // value than the one it just read, because a put reaches its copies at different times.
-  int chosen = -1, best = 3;
-  {
-    std::lock_guard lk(cache_mutex_);
-    for (const HolderCache &hc : key_state_locked(id).holders) {
-      const int cost = hc.holder == rank_                                                                           ? 0
-                       : placement_->node_of(ids_[static_cast<std::size_t>(hc.holder)]) == placement_->node_of(id_) ? 1
-                                                                                                                    : 2;
-      if (cost < best) {
-        best = cost;
-        chosen = hc.holder;
-      }
-    }
-  }
+  // The cheapest copy. A reader keeps to its copy while a put lands there: switching to another
+  // copy could return an older value than the one it just read, because a put reaches its
+  // copies at different times.
+  const int chosen = read_order(id).front();
   Backoff backoff;
   for (;;) {
     switch (read_copy(*app_, id, chosen, buf, capacity, len)) {
@@ -1017,22 +1031,9 @@ store_status_t Store::get_localized(std::uint64_t key, void *buf, std::size_t ca
   int seen = failures_->failures();
   std::int64_t deadline = 0;
   for (;;) {
-    std::vector<std::pair<int, int>> order; // (cost, holder): cheapest first, else placement order
-    {
-      std::lock_guard lk(cache_mutex_);
-      int pos = 0;
-      for (const HolderCache &hc : key_state_locked(id).holders) {
-        const int cost = hc.holder == rank_ ? 0
-                         : placement_->node_of(ids_[static_cast<std::size_t>(hc.holder)]) == placement_->node_of(id_)
-                             ? 1
-                             : 2;
-        order.emplace_back(cost * 1024 + pos++, hc.holder);
-      }
-    }
-    std::sort(order.begin(), order.end());
     const bool after_failure = failures_->failures() > 0;
     bool again = false;
-    for (const auto &[cost, holder] : order) {
+    for (const int holder : read_order(id)) {
       ReadResult r;
       try {
         r = read_copy(*app_, id, holder, buf, capacity, len);
@@ -1069,7 +1070,7 @@ void Store::info(store_info_t &out) const {
   out.size = size_;
   out.rank = rank_;
   out.replicas = config_.replicas;
-  out.nodes = placement_->nodes();
+  out.nodes = placement()->nodes();
   {
     std::lock_guard lk(table_mutex_);
     out.local_copies = 0;

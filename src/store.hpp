@@ -108,7 +108,8 @@ public:
   int last_read_holder() const { return last_read_holder_; }
   // For tests: current ranks of the holders of `key`, best first (failed processes left out).
   std::vector<int> holders(std::uint64_t key) const { return holders_of(SlotId{key, Ns::kValue}); }
-  const Placement &placement() const { return *placement_; }
+  // The current placement (localized variant: it changes when failures become known).
+  std::shared_ptr<const Placement> placement() const;
   int rank() const { return rank_; }
   int size() const { return size_; }
   int stable_id() const { return id_; }
@@ -125,7 +126,7 @@ private:
     Agent(Store &store, int kind);
     bool dead(int rank) const override;
     bool revoked() const override;
-    void abandon(MPI_Request r) override { abandoned.push_back(r); }
+    void abandon(MPI_Request r) override { abandoned_rma.push_back(r); }
     void check() const override;
     Doorbells *bells() const override { return store.bells_.get(); }
     // Sends `msg` to `dest`'s helper without waiting; completed by later calls of flush().
@@ -142,7 +143,7 @@ private:
     std::uint64_t next_request = 1;
     std::uint64_t requests_sent = 0;
     std::vector<std::byte> staging;
-    std::vector<MPI_Request> abandoned;
+    std::vector<MPI_Request> abandoned_rma; // RMA to failed processes: Open MPI cannot free it
     // While >= 0, waits on messages give up when the failure count differs from it (a lock
     // wait must start over when placement changed: see acquire_locks).
     int lock_view = -1;
@@ -154,8 +155,8 @@ private:
       MPI_Request request = MPI_REQUEST_NULL;
       int dest = -1;
     };
-    std::list<Outgoing> outbox_;    // a list: entries keep their address while MPI sends them
-    std::list<Outgoing> abandoned_; // sends to failed processes: MPI may still hold the buffer
+    std::list<Outgoing> outbox_;          // a list: entries keep their address while MPI sends them
+    std::list<Outgoing> abandoned_sends_; // to failed processes: MPI may still hold the buffer
   };
 
   bool detecting() const { return config_.detector != STORE_DETECTOR_OFF; }
@@ -172,6 +173,9 @@ private:
   void stop_runtime();
   std::vector<int> holders_of(const SlotId &id) const;
   std::vector<int> holders_of(const SlotId &id, const Placement &p) const;
+  // The holders of the key's copies, cheapest to read first: this process, then its node, then
+  // placement order.
+  std::vector<int> read_order(const SlotId &id);
   // Localized variant: takes failures the helper recorded into placement. Returns the number
   // of failures placement now accounts for.
   int update_view();
@@ -300,6 +304,10 @@ private:
   void send_unlock(Agent &a, const LockRequest &req, std::uint32_t flags = 0);
   static HolderCache as_copy(const Lock &l);
   static HolderCache as_pending_copy(const Lock &l);
+  // A kLock request of `a` for a slot of >= `length` bytes.
+  static CtrlMsg lock_msg(const Agent &a, std::size_t length, std::uint32_t flags);
+  // The newest complete version a lock's grant shows, value or pending (kNoVersion if none).
+  static std::uint64_t newest_version(const Lock &l);
   // The lock requests for the copies of `id` under the current placement.
   std::vector<LockRequest> lock_requests(const SlotId &id, std::size_t length, std::uint32_t flags) const;
   void put_localized(std::uint64_t key, const void *buf, std::size_t len);
@@ -350,7 +358,7 @@ private:
   // take a reference under the mutex and keep the shared_ptr while they use it.
   std::shared_ptr<Placement> placement_;
   mutable std::mutex view_mutex_;
-  int view_failures_ = 0; // failures placement accounts for
+  std::atomic<int> view_failures_{0}; // failures placement accounts for; written under view_mutex_
   std::unique_ptr<RmaWindow> window_;
   std::unique_ptr<Doorbells> bells_;
   std::unique_ptr<FailureState> failures_;
@@ -361,7 +369,7 @@ private:
   mutable std::mutex table_mutex_;
   std::unique_ptr<SlotAllocator> allocator_;
   Table table_;
-  std::uint64_t enlargements_served_ = 0;
+  std::atomic<std::uint64_t> enlargements_served_{0};
   // Slots a failed process could still write into (its data may be in flight): never reused.
   std::vector<SlotAllocator::Block> quarantined_;
 

@@ -142,8 +142,7 @@ void Store::tx_commit_localized(const std::map<std::uint64_t, std::vector<std::b
           items.push_back(TxItem{l.req.id.key, &values.at(l.req.id.key), kNoVersion, {}, {}});
         }
         TxItem &it = items.back();
-        if ((l.grant.flags & kReplyValid) != 0) it.version = std::max(it.version, l.grant.version);
-        if ((l.grant.flags & kReplyPendingValid) != 0) it.version = std::max(it.version, l.grant.pending_version);
+        it.version = std::max(it.version, newest_version(l));
         it.value_copies.push_back(as_copy(l));
         it.pending_copies.push_back(as_pending_copy(l));
       }

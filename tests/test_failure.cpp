@@ -46,7 +46,6 @@
 
 #include "capi_internal.hpp"
 #include "test_util.hpp"
-#include "ulfm.hpp"
 
 using namespace rmastore::test;
 using Clock = std::chrono::steady_clock;
@@ -90,7 +89,9 @@ void draw(Options &o, int kills, int p) {
   const auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<std::uint64_t>(n)); };
   o.replicas = (kills >= 2 || pick(2) == 0) && p - kills >= 3 ? 3 : 2;
   o.tx = pick(2) == 0;
-  if (o.localized) o.compact = pick(2) == 0;
+  // Drawn for both variants, so that a seed draws the same scenario for both.
+  const bool compact = pick(2) == 0;
+  if (o.localized) o.compact = compact;
   o.keys = 6 + pick(10);
   o.rounds = 4 + pick(6);
   std::vector<int> alive(static_cast<std::size_t>(p));
@@ -115,9 +116,10 @@ void draw(Options &o, int kills, int p) {
       alive.erase(alive.begin() + static_cast<long>(at));
       e.victims.push_back(v);
       // Fault points only in the first episode, where their hit counts start from zero; a
-      // death inside recovery needs another death that starts the recovery.
+      // death inside recovery needs another death that starts the recovery. A victim whose
+      // data-path point is never reached dies after its operations (Run::operate).
       const int how = o.episodes.empty() ? pick(3) : 0;
-      if (how == 1 && i + 1 < n) {
+      if (how == 1) {
         o.fault += (o.fault.empty() ? "" : ",") + std::string(kPoints[pick(data_points)]) + "@" + std::to_string(v) +
                    "#" + std::to_string(1 + pick(4));
       } else if (how == 2 && i > 0 && (!o.localized || o.compact)) {
@@ -301,7 +303,7 @@ Peers everyone(MPI_Comm comm) {
 class Run {
 public:
   Run(const Options &o, KeyRecord *rec, store_t s)
-      : opt_(o), rec_(rec), s_(s), buf_(1 << 20), initial_(rmastore::internal::impl(s)->placement()) {
+      : opt_(o), rec_(rec), s_(s), buf_(1 << 20), initial_(*rmastore::internal::impl(s)->placement()) {
     me_ = world_rank();
     p_ = world_size();
     owner_.resize(static_cast<std::size_t>(p_));

@@ -60,7 +60,8 @@ void expect_copies_agree(store_t s, const std::vector<store_key_t> &keys) {
     if (std::find(holders.begin(), holders.end(), impl->rank()) == holders.end()) continue;
     SlotHeader h;
     std::vector<std::byte> v;
-    ASSERT_TRUE(impl->read_local_copy(key, h, v)) << "no valid local copy of key " << key;
+    // EXPECT, not ASSERT: returning here would leave the other ranks in the collectives below.
+    EXPECT_TRUE(impl->read_local_copy(key, h, v)) << "no valid local copy of key " << key;
     mine.push_back(CopyRecord{key, h.version, v.size(), sum_of(v)});
   }
   const int p = world_size();
@@ -76,7 +77,7 @@ void expect_copies_agree(store_t s, const std::vector<store_key_t> &keys) {
   MPI_Allgatherv(mine.data(), n, MPI_BYTE, all.data(), counts.data(), displs.data(), MPI_BYTE, MPI_COMM_WORLD);
   std::map<std::uint64_t, std::vector<CopyRecord>> by_key;
   for (const CopyRecord &c : all) by_key[c.key].push_back(c);
-  const auto r = static_cast<std::size_t>(impl->placement().replicas());
+  const auto r = static_cast<std::size_t>(impl->placement()->replicas());
   for (store_key_t key : keys) {
     const auto &copies = by_key[key];
     ASSERT_EQ(copies.size(), r) << "key " << key;

@@ -130,12 +130,12 @@ TEST_P(PutGet, EveryKeyHasItsCopiesWhereThePlacementSays) {
   MPI_Barrier(MPI_COMM_WORLD);
   auto *impl = rmastore::internal::impl(s_);
   ASSERT_NE(impl, nullptr);
-  const int r = impl->placement().replicas();
+  const int r = impl->placement()->replicas();
   std::vector<int> holders(static_cast<std::size_t>(r));
   std::uint64_t held = 0;
   for (int i = 0; i < kKeys * p; ++i) {
     const auto key = static_cast<store_key_t>(5000 + i);
-    impl->placement().holders(key, holders);
+    impl->placement()->holders(key, holders);
     SlotHeader h;
     std::vector<std::byte> v;
     const bool mine = std::find(holders.begin(), holders.end(), me) != holders.end();
@@ -164,8 +164,8 @@ TEST_P(PutGet, RepeatPutsThatFitAreOneSided) {
   for (std::uint64_t v = 2; v < 50; ++v) put(key, v, 10 + v * 19 % 1000); // all fit in 1024
   ASSERT_EQ(store_get_info(s_, &after), STORE_OK);
   const auto *impl = rmastore::internal::impl(s_);
-  std::vector<int> holders(static_cast<std::size_t>(impl->placement().replicas()));
-  impl->placement().holders(key, holders);
+  std::vector<int> holders(static_cast<std::size_t>(impl->placement()->replicas()));
+  impl->placement()->holders(key, holders);
   const auto remote = static_cast<std::uint64_t>(
       std::count_if(holders.begin(), holders.end(), [](int h) { return h != world_rank(); }));
   if (impl->localized()) {
@@ -193,13 +193,13 @@ TEST_P(PutGet, RepeatPutsThatFitAreOneSided) {
 TEST_P(PutGet, GetsReadTheLocalCopyWhenThereIsOne) {
   const int me = world_rank(), p = world_size();
   const auto *impl = rmastore::internal::impl(s_);
-  std::vector<int> holders(static_cast<std::size_t>(impl->placement().replicas()));
+  std::vector<int> holders(static_cast<std::size_t>(impl->placement()->replicas()));
   for (int i = 0; i < 20; ++i) put(static_cast<store_key_t>(8000 + me * 20 + i), 1, 100);
   MPI_Barrier(MPI_COMM_WORLD);
   for (int i = 0; i < 20 * p; ++i) {
     const auto key = static_cast<store_key_t>(8000 + i);
     expect_value(key, 1, 100);
-    impl->placement().holders(key, holders);
+    impl->placement()->holders(key, holders);
     const bool mine = std::find(holders.begin(), holders.end(), me) != holders.end();
     if (mine) {
       EXPECT_EQ(impl->last_read_holder(), me) << "key " << key << " was not read from the local copy";

@@ -65,7 +65,7 @@ TEST(RemoteCompletion, HoldersSeeTheValueAsSoonAsPutReturns) {
   store_t s = make_store(std::min(3, p));
   ASSERT_NE(s, nullptr);
   auto *impl = rmastore::internal::impl(s);
-  const int r = impl->placement().replicas();
+  const int r = impl->placement()->replicas();
   std::vector<int> holders(static_cast<std::size_t>(r));
 
   std::uint64_t seq = 0, checks_expected = 0;
@@ -75,7 +75,7 @@ TEST(RemoteCompletion, HoldersSeeTheValueAsSoonAsPutReturns) {
     for (std::size_t len : {8u, 1000u, 40000u, 1u << 20}) {
       for (std::uint64_t version = 1; version <= 3; ++version) {
         const auto key = static_cast<store_key_t>(writer * 1000 + len);
-        impl->placement().holders(key, holders);
+        impl->placement()->holders(key, holders);
         const bool holder = std::find(holders.begin(), holders.end(), me) != holders.end();
         ++seq;
         checks_expected += static_cast<std::uint64_t>(r);
