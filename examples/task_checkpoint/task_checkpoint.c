@@ -183,9 +183,10 @@ static store_status_t adopt(void) {
 static void recover(const char *where, store_status_t why) {
   double noticed = MPI_Wtime();
   say("%s: %s -> store_recover", where, store_strerror(why));
-  if (ask_req != MPI_REQUEST_NULL) { /* a steal request we were serving requests for */
+  if (ask_req != MPI_REQUEST_NULL) { /* the receive of steal requests, on the old communicator */
     MPI_Cancel(&ask_req);
     MPI_Wait(&ask_req, MPI_STATUS_IGNORE);
+    ask_req = MPI_REQUEST_NULL;
   }
   for (;;) {
     MPI_Comm fresh = MPI_COMM_NULL;
@@ -238,7 +239,9 @@ static store_status_t serve(worker_t *mine) {
     if (ask_req == MPI_REQUEST_NULL) MPI_Irecv(&ask_buf, 1, MPI_INT, MPI_ANY_SOURCE, TAG_ASK, work, &ask_req);
     int got = 0;
     MPI_Status status;
-    if (MPI_Test(&ask_req, &got, &status) != MPI_SUCCESS || !got) return STORE_OK;
+    /* An error here is a failure: the caller recovers. */
+    if (MPI_Test(&ask_req, &got, &status) != MPI_SUCCESS) return STORE_ERR_PROC_FAILED;
+    if (!got) return STORE_OK;
     int thief = ask_buf, gave = 0, best = -1;
     for (int i = 0; i < mine->nranges; ++i)
       if (best < 0 || mine->r[i].hi - mine->r[i].lo > mine->r[best].hi - mine->r[best].lo) best = i;
@@ -262,15 +265,19 @@ static store_status_t serve(worker_t *mine) {
   }
 }
 
-/* True when no worker's key holds a task. */
+/* True when every task is done: the workers' task counts add up to all tasks. The counts only
+ * grow, so reading the keys one after another can undercount but never overcount. (Reading
+ * whether each key still holds tasks could: a steal may move tasks from a key not read yet to
+ * one read already.) */
 static store_status_t all_done(int *done) {
-  *done = 1;
-  for (int w = 0; w < world_size && *done; ++w) {
+  uint64_t finished = 0;
+  for (int w = 0; w < world_size; ++w) {
     worker_t s;
     store_status_t st = load(w, &s);
     if (st != STORE_OK) return st;
-    if (remaining(&s) > 0) *done = 0;
+    finished += s.tasks_done;
   }
+  *done = finished == (uint64_t)n * (uint64_t)n * (uint64_t)n;
   return STORE_OK;
 }
 
@@ -292,7 +299,7 @@ static store_status_t steal(worker_t *mine, int *got) {
     store_status_t st = serve(mine);
     if (st == STORE_OK && polls % 1000 == 999) {
       int done = 0;
-      st = all_done(&done); /* the victim may have left: nothing is left to steal */
+      st = all_done(&done); /* the victim may have left: nothing is left to steal then */
       if (st == STORE_OK && done) {
         MPI_Cancel(&req);
         MPI_Wait(&req, MPI_STATUS_IGNORE);
