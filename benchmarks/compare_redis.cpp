@@ -12,7 +12,8 @@
 //        otherwise its own key (a local read). The rows say which ("remote_readers").
 // Each client uses its own key; all clients run at once, between barriers. Output: one JSON
 // object per line per (op, system, size), with latency over all clients' operations and the
-// aggregate throughput; the rmastore rows carry speedup = Redis median / rmastore median.
+// aggregate throughput (MiB_per_s counts value bytes, not copies); the rmastore rows carry
+// speedup = Redis median / rmastore median.
 #include <mpi.h>
 
 #include <hiredis.h>
@@ -31,27 +32,27 @@
 #include <thread>
 #include <vector>
 
+#include "bench_util.hpp"
 #include "capi_internal.hpp"
 #include "rmastore/store.h"
 
 namespace {
 
-double now_us() {
-  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count();
+using namespace rmastore::bench;
+
+std::vector<pid_t> g_servers; // started by this process (rank 0)
+
+void stop_servers() {
+  for (pid_t pid : g_servers) kill(pid, SIGTERM);
+  for (pid_t pid : g_servers) waitpid(pid, nullptr, 0);
+  g_servers.clear();
 }
 
 [[noreturn]] void fail(const std::string &what) {
   std::fprintf(stderr, "compare_redis: %s\n", what.c_str());
+  stop_servers(); // a later run must not find them holding its ports
   MPI_Abort(MPI_COMM_WORLD, 1);
   std::exit(1);
-}
-
-std::size_t parse_size(const std::string &s) {
-  char *end = nullptr;
-  double v = std::strtod(s.c_str(), &end);
-  if (*end == 'K' || *end == 'k') v *= 1024;
-  if (*end == 'M' || *end == 'm') v *= 1024 * 1024;
-  return static_cast<std::size_t>(v);
 }
 
 int reps_for(std::size_t size) {
@@ -61,18 +62,17 @@ int reps_for(std::size_t size) {
   return 6;
 }
 
-// One redis-server process, started by rank 0.
-struct Server {
-  pid_t pid = -1;
-  int port = 0;
-};
-
-Server start_server(int port, int master_port, const std::string &dir) {
-  Server s;
-  s.port = port;
-  s.pid = fork();
-  if (s.pid < 0) fail("fork");
-  if (s.pid == 0) {
+// Starts a redis-server (a replica of master_port if > 0); stop_servers() ends it.
+void start_server(int port, int master_port, const std::string &dir) {
+  // A server already on the port would be measured instead of ours.
+  if (redisContext *c = redisConnect("127.0.0.1", port); c != nullptr) {
+    const bool taken = c->err == 0;
+    redisFree(c);
+    if (taken) fail("port " + std::to_string(port) + " is in use: pass --port");
+  }
+  const pid_t pid = fork();
+  if (pid < 0) fail("fork");
+  if (pid == 0) {
     std::vector<std::string> args = {"redis-server",
                                      "--port",
                                      std::to_string(port),
@@ -100,7 +100,7 @@ Server start_server(int port, int master_port, const std::string &dir) {
     execvp("redis-server", argv.data());
     _exit(127);
   }
-  return s;
+  g_servers.push_back(pid);
 }
 
 redisContext *connect_to(int port) {
@@ -159,9 +159,9 @@ template <class Op> Result measure(int reps, Op op) {
   MPI_Gather(lat.data(), reps, MPI_DOUBLE, all.data(), reps, MPI_DOUBLE, 0, MPI_COMM_WORLD);
   Result r;
   if (rank == 0) {
-    std::sort(all.begin(), all.end());
-    r.median = all[all.size() / 2];
-    r.p99 = all[std::min(all.size() - 1, static_cast<std::size_t>(std::ceil(0.99 * static_cast<double>(all.size()))))];
+    const Stats s = stats(all);
+    r.median = s.median;
+    r.p99 = s.p99;
     r.ops_per_s = static_cast<double>(np) * reps / (longest * 1e-6);
   }
   return r;
@@ -197,12 +197,7 @@ int main(int argc, char **argv) {
       port = std::atoi(v.c_str());
     } else if (a == "--sizes") {
       sizes.clear();
-      for (std::size_t p = 0; p <= v.size();) {
-        std::size_t e = v.find(',', p);
-        if (e == std::string::npos) e = v.size();
-        sizes.push_back(parse_size(v.substr(p, e - p)));
-        p = e + 1;
-      }
+      for (const std::string &x : split(v)) sizes.push_back(parse_size(x));
     } else {
       fail("usage: compare_redis [--replicas R] [--sizes 8,4K,1M] [--port P]");
     }
@@ -210,12 +205,11 @@ int main(int argc, char **argv) {
   if (replicas < 1 || replicas > np) fail("--replicas must be between 1 and the number of processes");
 
   // Redis: a master and replicas-1 replicas, started by rank 0.
-  std::vector<Server> servers;
   char dir[] = "/tmp/compare_redis.XXXXXX";
   if (rank == 0) {
     if (mkdtemp(dir) == nullptr) fail("mkdtemp");
-    servers.push_back(start_server(port, 0, dir));
-    for (int i = 1; i < replicas; ++i) servers.push_back(start_server(port + i, port, dir));
+    start_server(port, 0, dir);
+    for (int i = 1; i < replicas; ++i) start_server(port + i, port, dir);
     redisContext *c = connect_to(port);
     for (int i = 0; i < 400 && !replicas_ready(c, replicas - 1); ++i)
       std::this_thread::sleep_for(std::chrono::milliseconds(25));
@@ -280,8 +274,7 @@ int main(int argc, char **argv) {
   store_finalize(&store);
   MPI_Barrier(MPI_COMM_WORLD);
   if (rank == 0) {
-    for (const Server &s : servers) kill(s.pid, SIGTERM);
-    for (const Server &s : servers) waitpid(s.pid, nullptr, 0);
+    stop_servers();
     const std::string cleanup = std::string("rm -rf ") + dir;
     if (std::system(cleanup.c_str()) != 0) std::fprintf(stderr, "compare_redis: could not remove %s\n", dir);
   }

@@ -9,9 +9,12 @@
 //          thread can serve the puts.
 // Output: one JSON object per line (stdout), then a table (stderr).
 //
-//   mpirun -n 3 store_bench [--op put,get,cpu,detectors,failure] [--sizes 8,4096,1M] [--replicas 1,2]
-//                           [--scenario idle,busy] [--reps N] [--max-sleep-us N]
-//                           [--detector off,notify,ping] [--mib N] [--recovery global,localized]
+//   mpirun -n 3 store_bench [--op put,get,cpu,detectors,variants,pause,failure] [--sizes 8,4096,1M]
+//                           [--replicas 1,2] [--scenario idle,busy] [--reps N] [--max-sleep-us N]
+//                           [--detector off,notify,ping] [--mib N] [--recovery global|localized]
+//
+// --recovery applies to --op pause only; the other ops use the global variant (--op variants
+// measures both).
 //
 // --detector: put/get (and cpu) rows for each failure detector; rows other than "off" also give
 //   their median as a ratio to the detection-off store measured in the same run (vs_off).
@@ -43,16 +46,13 @@
 #include <thread>
 #include <vector>
 
+#include "bench_util.hpp"
 #include "capi_internal.hpp"
 #include "rmastore/store.h"
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double now_us() {
-  return std::chrono::duration<double, std::micro>(Clock::now().time_since_epoch()).count();
-}
+using namespace rmastore::bench;
 
 struct Options {
   std::vector<std::string> ops = {"put", "get", "cpu"};
@@ -68,27 +68,6 @@ struct Options {
 
 const char *detector_name(int d) {
   return d == STORE_DETECTOR_OFF ? "off" : d == STORE_DETECTOR_PING ? "ping" : "notify";
-}
-
-std::vector<std::string> split(const std::string &s) {
-  std::vector<std::string> out;
-  std::size_t a = 0;
-  while (a <= s.size()) {
-    std::size_t b = s.find(',', a);
-    if (b == std::string::npos) b = s.size();
-    if (b > a) out.push_back(s.substr(a, b - a));
-    a = b + 1;
-  }
-  return out;
-}
-
-std::size_t parse_size(const std::string &s) {
-  char *end = nullptr;
-  double v = std::strtod(s.c_str(), &end);
-  if (*end == 'K' || *end == 'k') v *= 1024;
-  if (*end == 'M' || *end == 'm') v *= 1024 * 1024;
-  if (*end == 'G' || *end == 'g') v *= 1024.0 * 1024 * 1024;
-  return static_cast<std::size_t>(v);
 }
 
 Options parse(int argc, char **argv) {
@@ -134,7 +113,7 @@ Options parse(int argc, char **argv) {
           stderr,
           "usage: store_bench [--op put,get,cpu,detectors,variants,pause,failure] [--sizes 8,4K,1M] [--replicas 1,2] "
           "[--scenario idle,busy] [--reps N] [--max-sleep-us N] [--detector off,notify,ping] "
-          "[--mib N] [--recovery global,localized]\n");
+          "[--mib N] [--recovery global|localized]\n");
       MPI_Abort(MPI_COMM_WORLD, 2);
     }
   }
@@ -148,19 +127,6 @@ int reps_for(const Options &o, std::size_t size) {
   if (size <= (1 << 20)) return 100;
   if (size <= (16 << 20)) return 20;
   return 8;
-}
-
-struct Stats {
-  double median = 0, p99 = 0;
-};
-
-Stats stats(std::vector<double> v) {
-  Stats s;
-  if (v.empty()) return s;
-  std::sort(v.begin(), v.end());
-  s.median = v[v.size() / 2];
-  s.p99 = v[std::min(v.size() - 1, static_cast<std::size_t>(std::ceil(0.99 * static_cast<double>(v.size()))) - 1)];
-  return s;
 }
 
 // Computes without MPI for `ms` milliseconds: the busy target.
@@ -408,7 +374,7 @@ void run_pause(const Options &opt, int rank, int np) {
     }
     raise(SIGKILL);
   }
-  // [pause, gap after the death, gap before it, puts]
+  // [first put after the death, longest gap after it (the pause), longest gap before it, puts]
   double result[4] = {0, 0, 0, 0};
   double first_ok = 0, last_ok = 0;
   MPI_Comm shrunk = MPI_COMM_NULL;
@@ -443,7 +409,7 @@ void run_pause(const Options &opt, int rank, int np) {
   if (rank != 0) {
     MPI_Send(result, 4, MPI_DOUBLE, 0, 0, peers);
   } else {
-    std::vector<double> pause[2], gap[2];
+    std::vector<double> first_put[2], pause[2];
     double before = 0, puts = 0;
     for (int r = 0; r < victim; ++r) {
       double got[4];
@@ -452,8 +418,8 @@ void run_pause(const Options &opt, int rank, int np) {
       } else if (MPI_Recv(got, 4, MPI_DOUBLE, r, 0, peers, MPI_STATUS_IGNORE) != MPI_SUCCESS) {
         MPI_Abort(MPI_COMM_WORLD, 11);
       }
-      pause[r % 2].push_back(got[0] * 1e-3);
-      gap[r % 2].push_back(got[1] * 1e-3);
+      first_put[r % 2].push_back(got[0] * 1e-3);
+      pause[r % 2].push_back(got[1] * 1e-3);
       before = std::max(before, got[2] * 1e-3);
       puts += got[3];
     }
@@ -463,12 +429,12 @@ void run_pause(const Options &opt, int rank, int np) {
                 detector_name(cfg.detector), size, opt.mib, puts, before);
     const char *names[2] = {"bystander", "affected"};
     for (int g = 0; g < 2; ++g) {
+      std::sort(first_put[g].begin(), first_put[g].end());
       std::sort(pause[g].begin(), pause[g].end());
-      std::sort(gap[g].begin(), gap[g].end());
       std::printf(",\"%s\":{\"ranks\":%zu,\"first_put_ms_median\":%.2f,\"first_put_ms_max\":%.2f,"
                   "\"pause_ms_median\":%.2f,\"pause_ms_max\":%.2f}",
-                  names[g], pause[g].size(), pause[g][pause[g].size() / 2], pause[g].back(), gap[g][gap[g].size() / 2],
-                  gap[g].back());
+                  names[g], first_put[g].size(), first_put[g][first_put[g].size() / 2], first_put[g].back(),
+                  pause[g][pause[g].size() / 2], pause[g].back());
     }
     std::printf("}\n");
     std::fflush(stdout);

@@ -33,7 +33,8 @@ def main(path):
     for r in rows:
         if "vs_global" in r:
             var += [g for g in rows if g.get("recovery") == "global" and g["op"] == "put" and g["np"] == r["np"]
-                    and g["size"] == r["size"] and g["median_us"] == r["global_median_us"]] + [r]
+                    and g["size"] == r["size"] and g["replicas"] == r["replicas"]
+                    and g["median_us"] == r["global_median_us"]] + [r]
     ops = [r for r in rows if r["op"] in ("put", "get") and r not in det and r not in var]
     if ops:
         print("### Put and get against raw MPI\n")

@@ -480,22 +480,8 @@ std::vector<int> Store::holders_of(const SlotId &id) const {
 }
 
 std::vector<int> Store::read_order(const SlotId &id) {
-  const std::shared_ptr<const Placement> p = placement();
-  std::vector<std::pair<int, int>> order; // (cost, holder); cost ties keep placement order
-  {
-    std::lock_guard lk(cache_mutex_);
-    int pos = 0;
-    for (const HolderCache &hc : key_state_locked(id).holders) {
-      const int cost = hc.holder == rank_                                                         ? 0
-                       : p->node_of(ids_[static_cast<std::size_t>(hc.holder)]) == p->node_of(id_) ? 1
-                                                                                                  : 2;
-      order.emplace_back(cost * 1024 + pos++, hc.holder);
-    }
-  }
-  std::sort(order.begin(), order.end());
-  std::vector<int> holders;
-  for (const auto &o : order) holders.push_back(o.second);
-  return holders;
+  std::lock_guard lk(cache_mutex_);
+  return key_state_locked(id).read_order;
 }
 
 int Store::update_view() {
@@ -523,13 +509,21 @@ Store::KeyState &Store::key_state_locked(const SlotId &id) {
   if (created || it->second.view != view) {
     // Placement changed since (localized variant): the cached addresses may belong to holders
     // that are no longer the key's.
-    it->second.holders.clear();
-    it->second.view = view;
-    for (int rank : holders_of(id)) {
+    KeyState &ks = it->second;
+    ks.holders.clear();
+    ks.view = view;
+    const std::shared_ptr<const Placement> p = placement();
+    std::vector<std::pair<int, int>> order; // (cost, holder); cost ties keep placement order
+    for (int rank : holders_of(id, *p)) {
       HolderCache hc;
       hc.holder = rank;
-      it->second.holders.push_back(hc);
+      ks.holders.push_back(hc);
+      const int cost = rank == rank_ ? 0 : p->node_of(ids_[static_cast<std::size_t>(rank)]) == p->node_of(id_) ? 1 : 2;
+      order.emplace_back(cost * 1024 + static_cast<int>(order.size()), rank);
     }
+    std::sort(order.begin(), order.end());
+    ks.read_order.clear();
+    for (const auto &o : order) ks.read_order.push_back(o.second);
   }
   return it->second;
 }
@@ -1001,7 +995,11 @@ store_status_t Store::get(std::uint64_t key, void *buf, std::size_t capacity, st
   // The cheapest copy. A reader keeps to its copy while a put lands there: switching to another
   // copy could return an older value than the one it just read, because a put reaches its
   // copies at different times.
-  const int chosen = read_order(id).front();
+  int chosen = -1;
+  {
+    std::lock_guard lk(cache_mutex_);
+    chosen = key_state_locked(id).read_order.front();
+  }
   Backoff backoff;
   for (;;) {
     switch (read_copy(*app_, id, chosen, buf, capacity, len)) {

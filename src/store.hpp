@@ -174,7 +174,7 @@ private:
   std::vector<int> holders_of(const SlotId &id) const;
   std::vector<int> holders_of(const SlotId &id, const Placement &p) const;
   // The holders of the key's copies, cheapest to read first: this process, then its node, then
-  // placement order.
+  // placement order. Worked out when the key's cache entry is made, not on every get.
   std::vector<int> read_order(const SlotId &id);
   // Localized variant: takes failures the helper recorded into placement. Returns the number
   // of failures placement now accounts for.
@@ -231,7 +231,8 @@ private:
     bool half_b = false; // the copy's value is in the second half
   };
   struct KeyState {
-    std::vector<HolderCache> holders;
+    std::vector<HolderCache> holders; // in placement order
+    std::vector<int> read_order;      // the same holders, cheapest to read first (read_order())
     std::uint64_t version = 0;
     int view = 0; // failures placement accounted for when `holders` was made
   };

@@ -18,15 +18,6 @@ using rmastore::internal::SlotHeader;
 
 namespace {
 
-store_t make_localized(int replicas) {
-  store_config_t cfg;
-  store_config_init(&cfg);
-  cfg.replicas = std::min(replicas, world_size());
-  cfg.recovery = STORE_RECOVERY_LOCALIZED;
-  store_t s = nullptr;
-  return store_init(MPI_COMM_WORLD, &cfg, &s) == STORE_OK ? s : nullptr;
-}
-
 std::size_t length_for(std::mt19937_64 &rng) {
   switch (rng() % 4) {
   case 0:
@@ -92,7 +83,7 @@ void expect_copies_agree(store_t s, const std::vector<store_key_t> &keys) {
 } // namespace
 
 TEST(Localized, ConcurrentWritersOfOverlappingKeys) {
-  store_t s = make_localized(3);
+  store_t s = make_store(3, 64, STORE_RECOVERY_LOCALIZED);
   ASSERT_NE(s, nullptr);
   const int me = world_rank();
   constexpr int kKeys = 12;
@@ -146,7 +137,7 @@ TEST(Localized, ConcurrentWritersOfOverlappingKeys) {
 // their keys' locks throughout, so once everybody stopped, every key's copies agree, and keys
 // written only by transactions hold values of one and the same transaction.
 TEST(Localized, TransactionsAndPutsOnOverlappingKeys) {
-  store_t s = make_localized(2);
+  store_t s = make_store(2, 64, STORE_RECOVERY_LOCALIZED);
   ASSERT_NE(s, nullptr);
   const int me = world_rank();
   // Pairs (a, b) that only transactions write, always together; and keys that single puts share.

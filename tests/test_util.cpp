@@ -71,12 +71,12 @@ int test_recovery() {
   return v != nullptr && std::string(v) == "localized" ? STORE_RECOVERY_LOCALIZED : STORE_RECOVERY_GLOBAL;
 }
 
-store_t make_store(int replicas, std::size_t initial_slot_size) {
+store_t make_store(int replicas, std::size_t initial_slot_size, int recovery) {
   store_config_t cfg;
   store_config_init(&cfg);
   cfg.replicas = std::min(replicas, world_size());
   cfg.initial_slot_size = initial_slot_size;
-  cfg.recovery = test_recovery();
+  cfg.recovery = recovery >= 0 ? recovery : test_recovery();
   store_t s = nullptr;
   if (store_init(MPI_COMM_WORLD, &cfg, &s) != STORE_OK) return nullptr;
   return s;

@@ -29,8 +29,8 @@ bool check_value(std::uint64_t key, const std::byte *buf, std::size_t len, std::
 int test_recovery();
 
 // store_init over MPI_COMM_WORLD with `replicas` copies (capped at the job size), in the
-// variant test_recovery() names.
-store_t make_store(int replicas, std::size_t initial_slot_size = 64);
+// variant test_recovery() names unless `recovery` (a store_recovery_kind_t) is given.
+store_t make_store(int replicas, std::size_t initial_slot_size = 64, int recovery = -1);
 
 // Agreement across ranks: true only if `ok` is true on every rank.
 bool all_ranks(bool ok);
