@@ -4,8 +4,10 @@
 # Order of preference for the MPI (first that has "FT MPI support: yes" wins):
 #   1. ompi_info under $MPI_HOME or on PATH;
 #   2. the distribution's Open MPI, if apt offers version 5 or newer;
-#   3. Open MPI 5.0.7 built from Debian 13's source package, cached in
-#      $RMASTORE_MPI_PREFIX (default ~/.cache/rmastore/openmpi-5.0.7-ulfm).
+#   3. Open MPI 5.0.7 built from Debian 13's source package with the patches in
+#      scripts/openmpi-patches/ applied, cached in $RMASTORE_MPI_PREFIX
+#      (default ~/.cache/rmastore/openmpi-5.0.7-ulfm). The cache records which patches it was
+#      built with and is rebuilt when they change.
 #
 # On success it writes $RMASTORE_CACHE/mpi-env.sh, which the other scripts source.
 set -euo pipefail
@@ -14,7 +16,12 @@ RMASTORE_CACHE=${RMASTORE_CACHE:-"$HOME/.cache/rmastore"}
 OMPI_VERSION=5.0.7
 RMASTORE_MPI_PREFIX=${RMASTORE_MPI_PREFIX:-"$RMASTORE_CACHE/openmpi-$OMPI_VERSION-ulfm"}
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+PATCH_DIR="$HERE/openmpi-patches"
 mkdir -p "$RMASTORE_CACHE"
+# Identifies the build: the configure line below and every patch. A cached build with another
+# id is rebuilt.
+BUILD_ID=$( { sed -n '/^run_step configure/,/^$/p' "$HERE/setup.sh"; cat "$PATCH_DIR"/*.patch 2>/dev/null; } |
+  sha256sum | cut -c1-16)
 
 log() { printf '[setup %(%H:%M:%S)T] %s\n' -1 "$*"; }
 die() { log "error: $*" >&2; exit 1; }
@@ -28,7 +35,7 @@ fi
 # --- 1. packages from Debian's archive -------------------------------------------------------
 PKGS=(build-essential cmake pkg-config libgtest-dev clang-format xz-utils dpkg-dev
       debian-archive-keyring ca-certificates file perl python3 redis-server redis-tools
-      gnuplot-nox libhiredis-dev)
+      gnuplot-nox libhiredis-dev patch)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -89,10 +96,17 @@ find_existing() {
 }
 
 if prefix=$(find_existing); then
-  log "found an MPI with ULFM at $prefix"
-  write_env "$prefix"
-  [ -f "$prefix/.rmastore-smoke-ok" ] || { smoke_test "$prefix"; touch "$prefix/.rmastore-smoke-ok" 2>/dev/null || true; }
-  exit 0
+  if [ "$prefix" = "$(readlink -f "$RMASTORE_MPI_PREFIX" 2>/dev/null || true)" ] &&
+     [ "$(cat "$prefix/.rmastore-build-id" 2>/dev/null || true)" != "$BUILD_ID" ]; then
+    log "the cached Open MPI at $prefix was built without the current patches: rebuilding it"
+  else
+    log "found an MPI with ULFM at $prefix"
+    [ -f "$prefix/.rmastore-build-id" ] ||
+      log "note: it lacks the patches in scripts/openmpi-patches (docs/operations.md says what they fix)"
+    write_env "$prefix"
+    [ -f "$prefix/.rmastore-smoke-ok" ] || { smoke_test "$prefix"; touch "$prefix/.rmastore-smoke-ok" 2>/dev/null || true; }
+    exit 0
+  fi
 fi
 
 # Distribution Open MPI 5 or newer (Debian 13, recent Ubuntu) has ULFM compiled in.
@@ -135,6 +149,11 @@ build_dir="$RMASTORE_CACHE/build-openmpi-$OMPI_VERSION"
 rm -rf "$build_dir"; mkdir -p "$build_dir"
 log "unpacking $(basename "$tarball")"
 tar -xf "$tarball" -C "$build_dir" --strip-components=1
+for p in "$PATCH_DIR"/*.patch; do
+  [ -e "$p" ] || continue
+  log "applying $(basename "$p")"
+  patch -d "$build_dir" -p1 --forward --quiet <"$p" || die "patch $(basename "$p") does not apply"
+done
 
 run_step() { # $1 = name, rest = command; prints a heartbeat while it runs
   local name=$1; shift
@@ -161,3 +180,4 @@ rm -rf "$build_dir"
 write_env "$RMASTORE_MPI_PREFIX"
 smoke_test "$RMASTORE_MPI_PREFIX"
 touch "$RMASTORE_MPI_PREFIX/.rmastore-smoke-ok"
+echo "$BUILD_ID" >"$RMASTORE_MPI_PREFIX/.rmastore-build-id"

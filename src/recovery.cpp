@@ -28,6 +28,18 @@ void check_recovery(int rc, const char *call) {
   check_mpi(rc, call);
 }
 
+// Whether MPI knows of a failed process in comm, or that comm was revoked.
+bool failure_known(MPI_Comm comm) {
+  int revoked = 0;
+  if (MPIX_Comm_is_revoked(comm, &revoked) != MPI_SUCCESS || revoked) return true;
+  MPI_Group failed = MPI_GROUP_NULL;
+  if (MPIX_Comm_get_failed(comm, &failed) != MPI_SUCCESS) return true;
+  int n = 0;
+  MPI_Group_size(failed, &n);
+  MPI_Group_free(&failed);
+  return n > 0;
+}
+
 // Every survivor learns whether all succeeded. A process that failed meanwhile makes it false.
 bool agree(MPI_Comm comm, bool ok) {
   int flag = ok ? 1 : 0;
@@ -189,40 +201,76 @@ store_status_t Store::recover(MPI_Comm *new_comm) {
     // waiting for a helper that will not answer.
     app_->drain();
     tolerant_barrier(comm_, *failures_);
+    RMASTORE_FAULT_POINT("recover.after_barrier");
   }
+  double shrink_s = 0, window_s = 0, rerep_s = 0;
+  const int before =
+      static_cast<int>(std::count_if(rank_of_id_.begin(), rank_of_id_.end(), [](int r) { return r >= 0; }));
   try {
-    double shrink_s = 0, window_s = 0, rerep_s = 0;
-    const int before =
-        static_cast<int>(std::count_if(rank_of_id_.begin(), rank_of_id_.end(), [](int r) { return r >= 0; }));
     shrink_and_agree(&shrink_s);
+  } catch (const StoreError &e) {
+    if (e.status() == STORE_ERR_PROC_FAILED || e.status() == STORE_ERR_RECOVER_AGAIN) return STORE_ERR_RECOVER_AGAIN;
+    throw;
+  }
+  // From here on every survivor has the same comm_. A process that dies now can make any step
+  // fail on some survivors and succeed on others (ULFM collectives are not uniform), so no
+  // survivor returns on its own: a survivor that fails revokes comm_, which makes the others'
+  // collectives fail too, and all meet in one agreement on comm_ (it works on a revoked
+  // communicator) that decides the outcome for everyone alike.
+  MPI_Comm dup = MPI_COMM_NULL;
+  store_status_t local = STORE_OK;
+  std::string why;
+  try {
     RMASTORE_FAULT_POINT("recover.after_shrink");
     rebuild_window(&window_s);
     RMASTORE_FAULT_POINT("recover.after_window");
     rereplicate(&rerep_s);
     RMASTORE_FAULT_POINT("recover.after_rereplicate");
-    if (!agree(comm_, true)) throw StoreError(STORE_ERR_RECOVER_AGAIN, "a process failed at the end of recovery");
-    start_helper();
     if (new_comm != nullptr) {
-      check_mpi(MPI_Comm_dup(comm_, new_comm), "MPI_Comm_dup");
-      MPI_Comm_set_errhandler(*new_comm, MPI_ERRORS_RETURN);
+      check_recovery(MPI_Comm_dup(comm_, &dup), "MPI_Comm_dup");
+      check_mpi(MPI_Comm_set_errhandler(dup, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
     }
-    ++epoch_;
-    if (!localized()) mode_ = STORE_MODE_TRANSACTION;
-    tx_open_ = false;
-    tx_values_.clear();
-    last_recovery_.survivors = size_;
-    last_recovery_.failed = before - size_;
-    last_recovery_.shrink_seconds = shrink_s;
-    last_recovery_.window_seconds = window_s;
-    last_recovery_.rereplicate_seconds = rerep_s;
-    last_recovery_.total_seconds = seconds_since(t0);
-    last_recovery_.attempts = recover_attempts_;
-    recover_attempts_ = 0;
-    return STORE_OK;
+    RMASTORE_FAULT_POINT("recover.before_agree");
   } catch (const StoreError &e) {
-    if (e.status() == STORE_ERR_PROC_FAILED || e.status() == STORE_ERR_RECOVER_AGAIN) return STORE_ERR_RECOVER_AGAIN;
-    throw;
+    local = e.status();
+    why = e.what();
+  } catch (const std::bad_alloc &) {
+    local = STORE_ERR_NO_MEMORY;
+    why = "out of memory during re-replication";
   }
+  // An MPI error of a step is a failure when MPI knows of one on comm_ (or of a revocation):
+  // window creation, for one, reports a dead peer as MPI_ERR_WIN.
+  const bool failed_here = local == STORE_ERR_PROC_FAILED || local == STORE_ERR_RECOVER_AGAIN ||
+                           (local == STORE_ERR_MPI && failure_known(comm_));
+  if (local != STORE_OK) MPIX_Comm_revoke(comm_);
+  // Bit 0: this process succeeded. Bit 1: it failed for no reason but a process failure.
+  int flag = (local == STORE_OK ? 1 : 0) | (local == STORE_OK || failed_here ? 2 : 0);
+  const int rc = MPIX_Comm_agree(comm_, &flag);
+  if (rc != MPI_SUCCESS || flag != 3) {
+    if (dup != MPI_COMM_NULL) MPI_Comm_free(&dup);
+    if (rc != MPI_SUCCESS || (flag & 2) != 0 || failed_here) return STORE_ERR_RECOVER_AGAIN;
+    // Some survivor could not complete for another reason (memory, MPI): the store cannot be
+    // used any more. That survivor reports its own error, the others that one failed.
+    if (local != STORE_OK) throw StoreError(local, why);
+    throw StoreError(STORE_ERR_PEER, "store_recover failed on another process");
+  }
+  // The epoch moves before any thread that takes slot locks starts: a lock word is taken and
+  // released under one epoch.
+  ++epoch_;
+  start_helper();
+  if (new_comm != nullptr) *new_comm = dup;
+  if (!localized()) mode_ = STORE_MODE_TRANSACTION;
+  tx_open_ = false;
+  tx_values_.clear();
+  last_recovery_.survivors = size_;
+  last_recovery_.failed = before - size_;
+  last_recovery_.shrink_seconds = shrink_s;
+  last_recovery_.window_seconds = window_s;
+  last_recovery_.rereplicate_seconds = rerep_s;
+  last_recovery_.total_seconds = seconds_since(t0);
+  last_recovery_.attempts = recover_attempts_;
+  recover_attempts_ = 0;
+  return STORE_OK;
 }
 
 // Revokes the store's communicators (waking every survivor that waits on them), shrinks to the
@@ -236,8 +284,8 @@ void Store::shrink_and_agree(double *seconds) {
   RMASTORE_FAULT_POINT("recover.after_revoke");
   for (;;) {
     MPI_Comm shrunk = MPI_COMM_NULL;
-    check_mpi(MPIX_Comm_shrink(comm_, &shrunk), "MPIX_Comm_shrink");
-    MPI_Comm_set_errhandler(shrunk, MPI_ERRORS_RETURN);
+    check_recovery(MPIX_Comm_shrink(comm_, &shrunk), "MPIX_Comm_shrink");
+    check_mpi(MPI_Comm_set_errhandler(shrunk, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
     // The shrunk communicator may still hold a process that failed during the shrink; the
     // agreement finds out, uniformly on every survivor.
     const bool ok = agree(shrunk, true);
@@ -269,6 +317,7 @@ void Store::rebuild_window(double *seconds) {
   check_recovery(MPI_Allgather(&id_, 1, MPI_INT, ids.data(), 1, MPI_INT, comm_), "MPI_Allgather");
   std::vector<int> rank_of(rank_of_id_.size(), -1);
   for (int r = 0; r < size_; ++r) rank_of[static_cast<std::size_t>(ids[static_cast<std::size_t>(r)])] = r;
+  RMASTORE_FAULT_POINT("recover.after_ids");
   // A new placement object, as update_view makes: whoever holds the old one keeps it unchanged.
   auto next = std::make_shared<Placement>(*placement_);
   for (std::size_t i = 0; i < rank_of.size(); ++i) {
@@ -434,7 +483,9 @@ void Store::rereplicate(double *seconds) {
         for (const Report &r : pit->second) {
           if (r.valid && r.version != kNoVersion && is_committed(r)) {
             if (r.version > best && (winner == nullptr || r.version > winner->version)) winner = &r;
-          } else if (r.valid && r.version != kNoVersion) {
+          } else if (r.valid && r.version != kNoVersion && r.version > best) {
+            // An interrupted transaction's value newer than the key's: discarded. Older
+            // pending copies are what committed transactions leave behind once applied.
             any_back = true;
           }
           order(static_cast<int>(r.from), SlotId{id.key, Ns::kPending}, Order::kDrop, 0, Ns::kPending);
@@ -557,6 +608,7 @@ void Store::rereplicate(double *seconds) {
       }
     }
   }
+  RMASTORE_FAULT_POINT("recover.before_move");
   move_pieces(comm_, sends, receives);
   {
     std::lock_guard lk(table_mutex_);
