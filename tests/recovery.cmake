@@ -6,3 +6,43 @@ rmastore_add_mpi_test(test_recover_report SOURCES test_recover_report.cpp NP 3 4
 add_executable(ompi_window_create_dead_peer ompi_window_create_dead_peer.c)
 target_link_libraries(ompi_window_create_dead_peer PRIVATE MPI::MPI_C)
 rmastore_add_mpi_test(ompi_window_create_dead_peer NP 3 4 KILLED 1 TIMEOUT 60 LABELS ulfm ompi)
+
+# A second process dies at each step of store_recover (the first killed itself); the survivors
+# call it again and must end with everything whole. The localized variant's recovery is the
+# compaction at the end of the episode. Steps in the order the recovery takes them; runtime.*
+# points are in Store::build_runtime, which store_init passed once (#2: inside the recovery).
+set(recover_steps recover.start recover.after_revoke recover.after_shrink recover.after_ids
+    runtime.after_ctrl_dup\#2 runtime.before_window\#2 runtime.before_bells\#2 recover.after_window
+    recover.rereplicate recover.before_move recover.after_rereplicate recover.before_agree)
+# The steps around window creation also at the smallest and the largest process count.
+set(window_steps recover.after_ids runtime.after_ctrl_dup\#2 runtime.before_window\#2
+    runtime.before_bells\#2 recover.after_window)
+function(recover_death point nps)
+  string(REGEX REPLACE "[.#]" "_" name "${point}")
+  string(REGEX REPLACE "^recover_" "" name "${name}")
+  string(REPLACE "#" "@3#" fault3 "${point}")
+  string(REPLACE "#" "@2#" fault2 "${point}")
+  if(NOT fault3 MATCHES "@")
+    set(fault3 "${point}@3")
+    set(fault2 "${point}@2")
+  endif()
+  foreach(np IN LISTS nps)
+    if(np EQUAL 3)
+      set(victims 1,2)
+      set(fault ${fault2})
+    else()
+      set(victims 1,3)
+      set(fault ${fault3})
+    endif()
+    failure_test(recover_death_${name} NP ${np} ARGS --replicas 3 --victims ${victims} --killers 1 --kill-at 4
+                 FAULT ${fault} KILLED 2 LOCALIZED_ARGS --compact 1 ${ARGN})
+  endforeach()
+endfunction()
+foreach(point IN LISTS recover_steps)
+  if(point IN_LIST window_steps)
+    recover_death(${point} "3;4;8")
+  else()
+    recover_death(${point} "4")
+  endif()
+endforeach()
+recover_death(recover.after_barrier "4" LOCALIZED_ONLY)

@@ -229,7 +229,7 @@ bool has_point(int rank, const char *prefix) {
 
 // This rank dies inside store_recover.
 bool dies_in_recovery(int rank) {
-  return has_point(rank, "recover.");
+  return has_point(rank, "recover.") || has_point(rank, "runtime.");
 }
 
 // Localized: this rank dies in the background repair of another's death.
