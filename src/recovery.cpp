@@ -330,6 +330,9 @@ void Store::rebuild_window(double *seconds) {
   }
   ids_ = std::move(ids);
   rank_of_id_ = std::move(rank_of);
+  // An unpatched Open MPI 5.0.7 segfaults when window creation meets a dead process
+  // (scripts/openmpi-patches/0001-*): with a failure already known, do not even try.
+  if (failure_known(comm_)) throw StoreError(STORE_ERR_RECOVER_AGAIN, "a process failed before window creation");
   build_runtime();
   *seconds = seconds_since(t0);
 }
