@@ -6,6 +6,11 @@
 // kills process <rank> (its rank in the communicator the store was created on) the <n>-th time
 // (default 1st) it reaches <point>. Points are compiled in only when the library is built with
 // RMASTORE_FAULT_INJECTION (the test build, rmastore_internal); the installed library has none.
+//
+// Under tests/mpirun_test.sh (RMASTORE_TEST_VERDICT_DIR set) a point that fires first leaves the
+// file fault-fired.<point>@<rank>#<n> there, and a spec naming an unknown point leaves
+// fault-unknown.<rank>: the runner fails a scenario whose specs did not all fire, so that a
+// misspelled name or a count never reached cannot pass unnoticed.
 #pragma once
 
 namespace rmastore::internal {

@@ -20,6 +20,29 @@ RMASTORE_TEST_VERDICT_DIR=$dir timeout --kill-after=10 "$limit" "$mpirun" "${fla
           -e "Set the MCA parameter" -e "^ *(default: yes)" -e "^-----*$" || true
 rc=${PIPESTATUS[0]}
 
+# Deaths the scenario configured must have happened where it said: each spec of RMASTORE_FAULT
+# (and each line a test wrote to faults-expected: specs it chose itself, or own-hand@<rank> for
+# a rank that kills itself) needs the marker its victim left right before dying (src/fault.cpp,
+# tests/test_util.cpp). Without this, a victim whose fault point was never reached would die
+# later anyway and the scenario would pass.
+unfired=()
+specs=$(printf '%s' "${RMASTORE_FAULT:-}" | tr ',' '\n'; cat "$dir/faults-expected" 2>/dev/null)
+for spec in $specs; do
+  point=${spec%%[@#]*} rank='*' nth=1
+  [[ $spec == *@* ]] && { rank=${spec#*@}; rank=${rank%%#*}; }
+  [[ $spec == *#* ]] && nth=${spec##*#}
+  if [ "$point" = own-hand ]; then
+    marker="$dir/killed.$rank"
+  else
+    marker="$dir/fault-fired.$point@$rank#$nth"
+  fi
+  # $marker may hold a glob (any rank): it matches if some file exists.
+  if ! compgen -G "$marker" >/dev/null; then unfired+=("$spec"); fi
+done
+for f in "$dir"/fault-unknown.*; do
+  [ -e "$f" ] && unfired+=("unknown point: $(cat "$f")")
+done
+
 pass=0 fail=0
 for f in "$dir"/rank-*; do
   [ -e "$f" ] || continue
@@ -29,8 +52,13 @@ if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
   echo "mpirun_test: TIMEOUT after ${limit}s ($pass of $expect ranks passed, $fail failed)"
   exit 1
 fi
+if [ ${#unfired[@]} -ne 0 ]; then
+  echo "mpirun_test: FAILED: configured deaths that did not happen as configured: ${unfired[*]}"
+  exit 1
+fi
 if [ "$fail" -ne 0 ] || [ "$pass" -ne "$expect" ]; then
   echo "mpirun_test: FAILED: $pass ranks passed, $fail failed, $expect expected to pass (mpirun exit $rc)"
   exit 1
 fi
-echo "mpirun_test: all $expect surviving ranks passed"
+fired=$(cd "$dir" && ls fault-fired.* killed.* 2>/dev/null | tr '\n' ' ')
+echo "mpirun_test: all $expect surviving ranks passed${fired:+ (deaths: $fired)}"

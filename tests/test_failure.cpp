@@ -83,6 +83,17 @@ std::vector<int> parse_list(const std::string &v) {
   return list;
 }
 
+std::vector<std::string> split(const std::string &s, char sep) {
+  std::vector<std::string> parts;
+  for (std::size_t p = 0; p < s.size();) {
+    std::size_t end = s.find(sep, p);
+    if (end == std::string::npos) end = s.size();
+    if (end > p) parts.push_back(s.substr(p, end - p));
+    p = end + 1;
+  }
+  return parts;
+}
+
 // The randomized driver: every rank draws the same scenario from the seed.
 void draw(Options &o, int kills, int p) {
   std::mt19937_64 rng(o.seed);
@@ -134,6 +145,40 @@ void draw(Options &o, int kills, int p) {
     o.episodes.push_back(e);
     kills -= n;
   }
+}
+
+// The deaths the runner must find markers of (tests/mpirun_test.sh checks RMASTORE_FAULT of
+// the fixed scenarios itself): every killer's own-hand death, and the fault points a seed chose
+// that are certain to be reached. Those are the ones inside store_recover (global variant, or
+// localized compaction): the victim is alive, not a killer, and takes part in the recovery of
+// its episode's other deaths. A seed's data-path and repair points may not be reached (another
+// death stops the operations first, a commit point in a run without transactions, a repair
+// that needs no lock broken): such a victim dies after its operations, by its own hand, and the
+// runner lists what fired.
+std::vector<std::string> expected_deaths(const Options &o) {
+  const char *env = std::getenv("RMASTORE_FAULT"); // a seed's faults are in it already
+  std::vector<std::string> faults;
+  for (const std::string all = env != nullptr ? env : ""; const std::string &spec : split(all, ','))
+    faults.push_back(spec);
+  const auto has_fault = [&](int v) {
+    return std::any_of(faults.begin(), faults.end(), [&](const std::string &f) {
+      const std::size_t at = f.find('@');
+      return at != std::string::npos && std::atoi(f.c_str() + at + 1) == v;
+    });
+  };
+  std::vector<std::string> specs;
+  for (const Episode &e : o.episodes) {
+    for (int v : e.killers) {
+      // A seed may make a data-path victim the episode's killer too: it dies either way.
+      if (e.kill_at >= 0 && !has_fault(v)) specs.push_back("own-hand@" + std::to_string(v));
+    }
+  }
+  if (o.seed != 0) {
+    for (const std::string &f : faults) {
+      if (f.rfind("recover.", 0) == 0) specs.push_back(f);
+    }
+  }
+  return specs;
 }
 
 Options parse(int argc, char **argv) {
@@ -353,7 +398,14 @@ public:
   // episode are (nearly) simultaneous.
   void saw_failure(const Episode &e) {
     failed_ = true;
-    if (e.kill_at >= 0 && in(e.killers, me_)) raise(SIGKILL);
+    if (e.kill_at >= 0 && in(e.killers, me_)) die_by_own_hand("killer: with the first failure it saw");
+  }
+
+  // A killer's death at its operation `ops`.
+  void kill_at(const Episode &e, int ops) {
+    if (e.kill_at < 0 || ops != e.kill_at || !in(e.killers, me_)) return;
+    const std::string why = "killer: before its operation " + std::to_string(ops);
+    die_by_own_hand(why.c_str());
   }
 
   // Puts `version` of every key this rank writes (its own and those it took over), as single
@@ -398,7 +450,7 @@ public:
     failed_ = false;
     int ops = 0;
     for (int round = 0; round < opt_.rounds && !failed_; ++round) {
-      if (e.kill_at >= 0 && ops == e.kill_at && in(e.killers, me_)) raise(SIGKILL);
+      kill_at(e, ops);
       ++ops;
       if (!write_all(base + static_cast<std::uint64_t>(round), opt_.tx)) {
         saw_failure(e);
@@ -406,7 +458,7 @@ public:
       }
       // Reads of other ranks' keys: any committed or in-flight version of them.
       for (int k = 0; k < opt_.keys && !failed_; ++k) {
-        if (e.kill_at >= 0 && ops == e.kill_at && in(e.killers, me_)) raise(SIGKILL);
+        kill_at(e, ops);
         ++ops;
         const int other = (me_ + round + k) % p_;
         size_t len = 0;
@@ -425,16 +477,19 @@ public:
         }
       }
     }
-    // Victims still alive (their fault point was not reached) die now, except those meant to
-    // die inside store_recover or the background repair; the others keep asking until they hear
-    // of it. A call must never hang: the bound is generous, detection takes milliseconds.
-    if (in(e.victims, me_) && !dies_in_recovery(me_) && !dies_in_repair(me_)) raise(SIGKILL);
+    // Victims still alive (their fault point was not reached, or a killer's operation count)
+    // die now, except those meant to die inside store_recover or the background repair; the
+    // others keep asking until they hear of it. The runner fails the scenario if a fault point
+    // the scenario expected did not fire (this death leaves another marker). A call must never
+    // hang: the bound is generous, detection takes milliseconds.
+    if (in(e.victims, me_) && !dies_in_recovery(me_) && !dies_in_repair(me_))
+      die_by_own_hand("victim still alive after its operations");
     if (opt_.localized) {
       if (dies_in_repair(me_)) {
         // The point fires while this rank repairs after another's death; if the repair never
         // reaches it, the rank dies once the repair is done.
         wait_for_repair(1);
-        raise(SIGKILL);
+        die_by_own_hand("its repair finished without reaching its fault point");
       }
       return;
     }
@@ -618,6 +673,7 @@ int main(int argc, char **argv) {
   // A seed's fault points; read by the library at its first fault point.
   if (!opt.fault.empty()) setenv("RMASTORE_FAULT", opt.fault.c_str(), 1);
   const int me = world_rank(), p = world_size();
+  if (me == 0) expect_deaths(expected_deaths(opt));
   if (me == 0 && opt.seed != 0) {
     std::printf("seed %llu: replicas %d, %s, %d keys, %d rounds, faults '%s', episodes:", (unsigned long long)opt.seed,
                 opt.replicas, opt.tx ? "transactions" : "single puts", opt.keys, opt.rounds, opt.fault.c_str());

@@ -88,10 +88,11 @@ int main(int argc, char **argv) {
   double kill_at = now_ms() + 200;
   MPI_Bcast(&kill_at, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
   MPI_Barrier(MPI_COMM_WORLD);
+  if (rank == 0) expect_deaths({"own-hand@" + std::to_string(victim)});
   if (rank == victim) {
     while (now_ms() < kill_at) {
     }
-    raise(SIGKILL);
+    die_by_own_hand("at the agreed instant");
   }
 
   double last_ok = 0, worst_gap = 0, noticed_at = 0, settled_at = 0;

@@ -16,6 +16,15 @@ namespace rmastore::test {
 // Writes PASS or FAIL for this rank where tests/mpirun_test.sh looks for it.
 void write_verdict(bool pass);
 
+// A victim's death by its own hand: leaves killed.<world rank> (holding `why`) in the verdict
+// directory, then raises SIGKILL. The runner checks this marker for every own-hand@<rank> that
+// expect_deaths() declared, as it checks fault-fired markers of fault points (src/fault.hpp).
+[[noreturn]] void die_by_own_hand(const char *why);
+// Declares deaths the runner must find markers of, one spec a line: <point>@<rank>[#<n>] for a
+// fault point, own-hand@<rank> for die_by_own_hand. For scenarios that choose their deaths
+// themselves; the specs of RMASTORE_FAULT in the runner's environment are checked anyway.
+void expect_deaths(const std::vector<std::string> &specs);
+
 int world_rank();
 int world_size();
 
