@@ -165,7 +165,14 @@ void fault_delay(const char *name) {
     std::size_t end = spec.find(',', pos);
     if (end == std::string::npos) end = spec.size();
     if (spec.compare(pos, point.size(), point) == 0) {
-      const long us = std::atol(spec.c_str() + pos + point.size());
+      // A test's stretch is one of its timings: it scales with the tests' time bounds, so that
+      // a phase stretched to outlast a bound still outlasts it (tests/test_util.hpp).
+      static const double scale = [] {
+        const char *v = std::getenv("RMASTORE_TEST_TIME_SCALE");
+        const double f = v != nullptr ? std::atof(v) : 1.0;
+        return f > 0 ? f : 1.0;
+      }();
+      const long us = static_cast<long>(static_cast<double>(std::atol(spec.c_str() + pos + point.size())) * scale);
       timespec nap{us / 1000000, (us % 1000000) * 1000};
       nanosleep(&nap, nullptr);
       return;

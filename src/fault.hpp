@@ -20,7 +20,8 @@ void fault_set_rank(int rank);
 void fault_point(const char *name);
 #define RMASTORE_FAULT_POINT(name) ::rmastore::internal::fault_point(name)
 // RMASTORE_DELAY=<point>:<microseconds>[,...] makes every process sleep that long each time it
-// reaches <point>: tests stretch a phase (a repair) to observe what runs beside it.
+// reaches <point>: tests stretch a phase (a repair) to observe what runs beside it. The delays
+// are multiplied by RMASTORE_TEST_TIME_SCALE (default 1), like every time bound of the tests.
 void fault_delay(const char *name);
 #define RMASTORE_FAULT_DELAY(name) ::rmastore::internal::fault_delay(name)
 // With RMASTORE_TRACE set, the test build prints lock and repair events to stderr: the order

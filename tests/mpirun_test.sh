@@ -5,6 +5,13 @@
 set -u
 mpirun=$1 np=$2 expect=$3 limit=$4
 shift 4
+# Like every time bound of the tests, the limit scales with RMASTORE_TEST_TIME_SCALE (see
+# tests/test_util.hpp); CTest's backstop scales with it too (cmake/RmastoreTesting.cmake).
+scale=${RMASTORE_TEST_TIME_SCALE:-1}
+if ! limit=$(awk -v l="$limit" -v s="$scale" 'BEGIN { if (s + 0 <= 0) exit 1; printf "%d", l * s + 0.5 }'); then
+  echo "mpirun_test: RMASTORE_TEST_TIME_SCALE must be a positive number, not '$scale'"
+  exit 1
+fi
 dir=$(mktemp -d "${TMPDIR:-/tmp}/rmastore-test.XXXXXX")
 trap 'rm -rf "$dir"' EXIT
 

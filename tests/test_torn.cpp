@@ -31,7 +31,7 @@ TEST(Torn, GetsRacingPutsSeeWholeValues) {
     ASSERT_EQ(store_put(s, kKey, v.data(), v.size()), STORE_OK);
   }
   MPI_Barrier(MPI_COMM_WORLD);
-  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(1500);
+  const auto until = std::chrono::steady_clock::now() + scaled(1500);
   std::uint64_t reads = 0, versions_seen = 0, last = 0;
   auto *impl = rmastore::internal::impl(s);
   int prev_holder = -1;

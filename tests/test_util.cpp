@@ -21,6 +21,19 @@ void write_verdict(bool pass) {
   }
 }
 
+double time_scale() {
+  static const double scale = [] {
+    const char *v = std::getenv("RMASTORE_TEST_TIME_SCALE");
+    const double f = v != nullptr ? std::atof(v) : 1.0;
+    return f > 0 ? f : 1.0;
+  }();
+  return scale;
+}
+
+std::chrono::milliseconds scaled(double ms) {
+  return std::chrono::milliseconds(static_cast<long long>(ms * time_scale()));
+}
+
 namespace {
 // Plain POSIX writes: the victim dies right after, and the file must be complete by then.
 void write_file(const std::string &name, const std::string &text, int flags) {

@@ -3,6 +3,7 @@
 
 #include <mpi.h>
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -12,6 +13,17 @@
 #include "rmastore/store.h"
 
 namespace rmastore::test {
+
+// Time bounds. Every bound in the tests (deadlines for a failure to be reported or a repair to
+// settle, the longest a call may take, how long a race runs, test_unaffected's stall bound) is
+// there only so that a hang or a stall fails instead of running forever; none measures speed.
+// They were chosen on an idle 2-core machine. RMASTORE_TEST_TIME_SCALE=<factor> (default 1,
+// e.g. 3 on a loaded machine or under sanitizers) multiplies all of them, the delays of
+// RMASTORE_DELAY (src/fault.cpp), tests/mpirun_test.sh's limit and CTest's timeouts
+// (cmake/RmastoreTesting.cmake): one setting, read when the tests run.
+double time_scale();
+// `ms` milliseconds times time_scale().
+std::chrono::milliseconds scaled(double ms);
 
 // Writes PASS or FAIL for this rank where tests/mpirun_test.sh looks for it.
 void write_verdict(bool pass);
