@@ -33,7 +33,7 @@ rc=${PIPESTATUS[0]}
 # tests/test_util.cpp). Without this, a victim whose fault point was never reached would die
 # later anyway and the scenario would pass.
 unfired=()
-specs=$(printf '%s' "${RMASTORE_FAULT:-}" | tr ',' '\n'; cat "$dir/faults-expected" 2>/dev/null)
+specs=$(printf '%s\n' "${RMASTORE_FAULT:-}" | tr ',' '\n'; cat "$dir/faults-expected" 2>/dev/null)
 for spec in $specs; do
   point=${spec%%[@#]*} rank='*' nth=1
   [[ $spec == *@* ]] && { rank=${spec#*@}; rank=${rank%%#*}; }
