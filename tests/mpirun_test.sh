@@ -46,9 +46,10 @@ for spec in $specs; do
   # $marker may hold a glob (any rank): it matches if some file exists.
   if ! compgen -G "$marker" >/dev/null; then unfired+=("$spec"); fi
 done
-for f in "$dir"/fault-unknown.*; do
-  [ -e "$f" ] && unfired+=("unknown point: $(cat "$f")")
-done
+# Every rank refuses an unknown point; name each once.
+while read -r spec; do
+  unfired+=("unknown point: $spec")
+done < <(cat "$dir"/fault-unknown.* 2>/dev/null | sort -u)
 
 pass=0 fail=0
 for f in "$dir"/rank-*; do

@@ -45,6 +45,7 @@
 #include <vector>
 
 #include "capi_internal.hpp"
+#include "ping_count.hpp"
 #include "test_util.hpp"
 
 using namespace rmastore::test;
@@ -111,15 +112,19 @@ void draw(Options &o, int kills, int p) {
   o.rounds = 4 + pick(6);
   std::vector<int> alive(static_cast<std::size_t>(p));
   for (int i = 0; i < p; ++i) alive[static_cast<std::size_t>(i)] = i;
-  static const char *kPoints[] = {"put.between_copies", "put.before_switch",  "enlarge.serve",
-                                  "tx.before_pending",  "tx.between_pending", "tx.before_record",
-                                  "tx.after_record",    "tx.during_apply",    "lock.acquired"};
+  // The data-path points a victim can reach: commit points only with transactions, slot locks
+  // only in the localized variant.
+  std::vector<const char *> points = {"put.between_copies", "put.before_switch", "enlarge.serve"};
+  if (o.tx) {
+    points.insert(points.end(), {"tx.before_pending", "tx.between_pending", "tx.before_record", "tx.after_record",
+                                 "tx.during_apply"});
+  }
+  if (o.localized) points.push_back("lock.acquired");
   static const char *kRecoverPoints[] = {"recover.start",        "recover.after_revoke", "recover.after_shrink",
                                          "recover.after_window", "recover.rereplicate",  "recover.after_rereplicate"};
   // Localized: the background repair after an earlier death takes the place of store_recover
   // (which only runs there with compaction).
   static const char *kRepairPoints[] = {"lock.break", "repair.transfer"};
-  const int data_points = o.localized ? 9 : 8;
   while (kills > 0) {
     // Per episode at most r-1 deaths, so that no key can lose every copy.
     const int n = std::min(kills, std::max(1, pick(o.replicas - 1) + 1));
@@ -135,8 +140,9 @@ void draw(Options &o, int kills, int p) {
       // data-path point is never reached dies after its operations (Run::operate).
       const int how = o.episodes.empty() ? pick(3) : 0;
       if (how == 1) {
-        o.fault += (o.fault.empty() ? "" : ",") + std::string(kPoints[pick(data_points)]) + "@" + std::to_string(v) +
-                   "#" + std::to_string(1 + pick(4));
+        o.fault += (o.fault.empty() ? "" : ",") +
+                   std::string(points[static_cast<std::size_t>(pick(static_cast<int>(points.size())))]) + "@" +
+                   std::to_string(v) + "#" + std::to_string(1 + pick(4));
       } else if (how == 2 && i > 0 && (!o.localized || o.compact)) {
         o.fault += (o.fault.empty() ? "" : ",") + std::string(kRecoverPoints[pick(6)]) + "@" + std::to_string(v);
       } else if (how == 2 && i > 0) {
@@ -155,10 +161,10 @@ void draw(Options &o, int kills, int p) {
 // the fixed scenarios itself): every killer's own-hand death, and the fault points a seed chose
 // that are certain to be reached. Those are the ones inside store_recover (global variant, or
 // localized compaction): the victim is alive, not a killer, and takes part in the recovery of
-// its episode's other deaths. A seed's data-path and repair points may not be reached (another
-// death stops the operations first, a commit point in a run without transactions, a repair
-// that needs no lock broken): such a victim dies after its operations, by its own hand, and the
-// runner lists what fired.
+// its episode's other deaths; and the data-path points every put passes (below). A seed's other
+// points may not be reached (another death stops the operations first, a commit point in a run
+// without transactions, a repair that needs no lock broken): such a victim dies after its
+// operations, by its own hand, and the runner lists what fired.
 std::vector<std::string> expected_deaths(const Options &o) {
   const char *env = std::getenv("RMASTORE_FAULT"); // a seed's faults are in it already
   std::vector<std::string> faults;
@@ -177,10 +183,17 @@ std::vector<std::string> expected_deaths(const Options &o) {
       if (e.kill_at >= 0 && !has_fault(v)) specs.push_back("own-hand@" + std::to_string(v));
     }
   }
-  if (o.seed != 0) {
-    for (const std::string &f : faults) {
-      if (f.rfind("recover.", 0) == 0) specs.push_back(f);
-    }
+  if (o.seed == 0) return specs;
+  const auto starts = [](const std::string &f, const char *prefix) { return f.rfind(prefix, 0) == 0; };
+  const auto data_path = std::count_if(faults.begin(), faults.end(), [&](const std::string &f) {
+    return !starts(f, "recover.") && !starts(f, "lock.break") && !starts(f, "repair.");
+  });
+  for (const std::string &f : faults) {
+    // Every put passes these points, and the first values (main: write_all(1)) are o.keys >= 6
+    // puts per rank, more than any drawn count, before any killer dies; only another data-path
+    // victim's death can stop this victim's puts first, and only in the global variant.
+    const bool every_put = starts(f, "put.between_copies@") || starts(f, "lock.acquired@");
+    if (starts(f, "recover.") || (every_put && (o.localized || data_path == 1))) specs.push_back(f);
   }
   return specs;
 }
@@ -803,6 +816,12 @@ int main(int argc, char **argv) {
           (unsigned long long)run.lost_seen(), (unsigned long long)run.lost_keys(dead));
     run.take_over(g, dead, 90 + 100 * e);
     print_recovery(g, e, "recovery");
+  }
+  // The ping detector sends its pings (tests/test_ping.cpp shows that they alone detect).
+  if (opt.detector == STORE_DETECTOR_PING) {
+    CHECK(pings_sent() > 0, "the ping detector sent no ping");
+  } else {
+    CHECK(pings_sent() == 0, "%llu pings sent without the ping detector", (unsigned long long)pings_sent());
   }
   CHECK(run.longest_call() < kCallMs * time_scale() / 1000, "a call took %.1f s", run.longest_call());
   CHECK(store_finalize(&s) == STORE_OK, "store_finalize");
