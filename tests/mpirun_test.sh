@@ -24,7 +24,7 @@ for v in $(compgen -e | grep '^RMASTORE_' || true); do flags+=(-x "$v"); done
 # --with-ft ulfm makes every rank print that osc/rdma is untested after failures; expected noise.
 RMASTORE_TEST_VERDICT_DIR=$dir timeout --kill-after=10 "$limit" "$mpirun" "${flags[@]}" "$@" 2>&1 |
   grep -a -v -e "is not tested for post-failure operation" -e "help-mpi-ft.txt" -e "^ *osc module" \
-          -e "Set the MCA parameter" -e "^ *(default: yes)" -e "^-----*$" || true
+          -e "Set the MCA parameter" -e "^ *(default: yes)" -e "^-----*$"
 rc=${PIPESTATUS[0]}
 
 # Deaths the scenario configured must have happened where it said: each spec of RMASTORE_FAULT
