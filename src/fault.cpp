@@ -154,6 +154,14 @@ void fault_point(const char *name) {
   }
 }
 
+bool fault_off(const char *mechanism) {
+  static const std::string spec = [] {
+    const char *env = std::getenv("RMASTORE_FAULT_OFF");
+    return "," + std::string(env != nullptr ? env : "") + ",";
+  }();
+  return spec.find("," + std::string(mechanism) + ",") != std::string::npos;
+}
+
 void fault_delay(const char *name) {
   static const std::string spec = [] {
     const char *env = std::getenv("RMASTORE_DELAY");

@@ -24,6 +24,12 @@ void fault_point(const char *name);
 // are multiplied by RMASTORE_TEST_TIME_SCALE (default 1), like every time bound of the tests.
 void fault_delay(const char *name);
 #define RMASTORE_FAULT_DELAY(name) ::rmastore::internal::fault_delay(name)
+// RMASTORE_FAULT_OFF=<mechanism>[,...] switches a mechanism off in the test build, so that a
+// test can show that another one does the work alone: "notify" makes the helper thread of a
+// store with STORE_DETECTOR_PING ignore the failures MPI reports to it, leaving the pings as the
+// only detector (tests/test_ping.cpp).
+bool fault_off(const char *mechanism);
+#define RMASTORE_FAULT_OFF(mechanism) ::rmastore::internal::fault_off(mechanism)
 // With RMASTORE_TRACE set, the test build prints lock and repair events to stderr: the order
 // of events across ranks is what a hang in the localized variant is diagnosed from.
 bool trace_enabled();
@@ -37,6 +43,7 @@ void trace(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
   do {                                                                                                                 \
   } while (0)
 inline void fault_set_rank(int) {}
+#define RMASTORE_FAULT_OFF(mechanism) false
 #define RMASTORE_FAULT_POINT(name)                                                                                     \
   do {                                                                                                                 \
   } while (0)
