@@ -33,7 +33,37 @@ function(rmastore_add_mpi_test name)
                      $<TARGET_FILE:${name}> ${A_ARGS})
     # The runner enforces the timeout itself (and kills stragglers); CTest's is a backstop.
     math(EXPR backstop "${A_TIMEOUT} + 30")
-    set_tests_properties(${test_name}.np${np} PROPERTIES TIMEOUT ${backstop} PROCESSORS ${np}
-                         LABELS "mpi;${A_LABELS}" ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0;${A_ENV}")
+    set_tests_properties(${test_name}.np${np} PROPERTIES PROCESSORS ${np} LABELS "mpi;${A_LABELS}"
+                         ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0;${A_ENV}")
+    rmastore_test_timeout(${test_name}.np${np} ${backstop})
   endforeach()
+endfunction()
+
+# rmastore_test_timeout(<test> <seconds>)
+#
+# Sets the CTest timeout of <test>, to be multiplied by RMASTORE_TEST_TIME_SCALE as found when
+# ctest runs (tests/test_util.hpp), once rmastore_scale_test_timeouts() is called at the end of
+# the directory.
+function(rmastore_test_timeout test seconds)
+  set_tests_properties(${test} PROPERTIES TIMEOUT ${seconds})
+  set_property(DIRECTORY APPEND PROPERTY RMASTORE_TEST_TIMEOUTS "${test}" "${seconds}")
+endfunction()
+
+# rmastore_scale_test_timeouts()
+#
+# At the end of a directory that called rmastore_test_timeout: CTest properties are fixed when
+# cmake configures, but the scale is read when ctest runs. ctest includes a directory's
+# TEST_INCLUDE_FILES before that directory's own tests and processes subdirectories after them,
+# so the rescaling goes into the include file of a generated subdirectory.
+function(rmastore_scale_test_timeouts)
+  get_property(timeouts DIRECTORY PROPERTY RMASTORE_TEST_TIMEOUTS)
+  set(RMASTORE_TIMEOUT_LIST "")
+  while(timeouts)
+    list(POP_FRONT timeouts test seconds)
+    string(APPEND RMASTORE_TIMEOUT_LIST "\n    [=[${test}]=] ${seconds}")
+  endwhile()
+  set(dir ${CMAKE_CURRENT_BINARY_DIR}/rmastore_time_scale)
+  configure_file(${CMAKE_CURRENT_FUNCTION_LIST_DIR}/../tests/ctest_time_scale.cmake.in ${dir}/scale.cmake @ONLY)
+  file(WRITE ${dir}/src/CMakeLists.txt "set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES ${dir}/scale.cmake)\n")
+  add_subdirectory(${dir}/src ${dir}/bin)
 endfunction()

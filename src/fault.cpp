@@ -2,6 +2,7 @@
 
 #if defined(RMASTORE_FAULT_INJECTION)
 
+#include <fcntl.h>
 #include <signal.h>
 #include <time.h>
 #include <unistd.h>
@@ -30,6 +31,48 @@ std::vector<Spec> g_specs;
 std::atomic<int> g_rank{-1};
 bool g_parsed = false;
 
+// Every RMASTORE_FAULT_POINT in src/, so that a misspelled spec is refused instead of never
+// firing. tests/fault_points.sh checks this list against the sources.
+constexpr const char *kPoints[] = {"put.start",
+                                   "put.between_copies",
+                                   "put.before_switch",
+                                   "enlarge.serve",
+                                   "tx.before_pending",
+                                   "tx.between_pending",
+                                   "tx.before_record",
+                                   "tx.after_record",
+                                   "tx.during_apply",
+                                   "recover.start",
+                                   "recover.after_revoke",
+                                   "recover.after_shrink",
+                                   "recover.after_window",
+                                   "recover.rereplicate",
+                                   "recover.after_rereplicate",
+                                   "lock.acquired",
+                                   "lock.break",
+                                   "repair.transfer"};
+
+bool known_point(const std::string &name) {
+  for (const char *p : kPoints) {
+    if (name == p) return true;
+  }
+  return false;
+}
+
+// A file in the test's verdict directory (RMASTORE_TEST_VERDICT_DIR, set by
+// tests/mpirun_test.sh): the runner fails a scenario whose faults did not fire as configured.
+// Plain POSIX calls: this runs right before raise(SIGKILL), and must be on disk by then.
+void write_marker(const std::string &name, const std::string &text) {
+  const char *dir = std::getenv("RMASTORE_TEST_VERDICT_DIR");
+  if (dir == nullptr || dir[0] == '\0') return;
+  const std::string path = std::string(dir) + "/" + name;
+  const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd < 0) return;
+  const ssize_t n = write(fd, text.data(), text.size());
+  (void)n; // nothing to do about a short write but let the runner see a missing marker
+  close(fd);
+}
+
 void parse_locked() {
   g_parsed = true;
   const char *env = std::getenv("RMASTORE_FAULT");
@@ -48,6 +91,13 @@ void parse_locked() {
     s.point = item.substr(0, std::min(at, hash));
     if (at != std::string::npos) s.rank = std::atoi(item.c_str() + at + 1);
     if (hash != std::string::npos) s.nth = std::atol(item.c_str() + hash + 1);
+    if (!known_point(s.point)) {
+      // Refused loudly: a spec that can never fire would let its scenario pass without the
+      // death it is about.
+      std::fprintf(stderr, "rmastore: fault injection: unknown point '%s' in RMASTORE_FAULT\n", s.point.c_str());
+      write_marker("fault-unknown." + std::to_string(g_rank.load()), item + "\n");
+      continue;
+    }
     g_specs.push_back(s);
   }
 }
@@ -93,11 +143,23 @@ void fault_point(const char *name) {
   for (Spec &s : g_specs) {
     if (s.point != name || (s.rank >= 0 && s.rank != g_rank.load())) continue;
     if (++s.hits == s.nth) {
-      std::fprintf(stderr, "rmastore: fault injection: rank %d dies at %s\n", g_rank.load(), name);
+      const int rank = g_rank.load();
+      std::fprintf(stderr, "rmastore: fault injection: rank %d dies at %s (hit %ld)\n", rank, name, s.hits);
       std::fflush(stderr);
+      // Named after the spec that fired, in its full form <point>@<rank>#<n>.
+      write_marker("fault-fired." + s.point + "@" + std::to_string(rank) + "#" + std::to_string(s.nth),
+                   s.point + " rank " + std::to_string(rank) + " hit " + std::to_string(s.hits) + "\n");
       raise(SIGKILL);
     }
   }
+}
+
+bool fault_off(const char *mechanism) {
+  static const std::string spec = [] {
+    const char *env = std::getenv("RMASTORE_FAULT_OFF");
+    return "," + std::string(env != nullptr ? env : "") + ",";
+  }();
+  return spec.find("," + std::string(mechanism) + ",") != std::string::npos;
 }
 
 void fault_delay(const char *name) {
@@ -111,7 +173,14 @@ void fault_delay(const char *name) {
     std::size_t end = spec.find(',', pos);
     if (end == std::string::npos) end = spec.size();
     if (spec.compare(pos, point.size(), point) == 0) {
-      const long us = std::atol(spec.c_str() + pos + point.size());
+      // A test's stretch is one of its timings: it scales with the tests' time bounds, so that
+      // a phase stretched to outlast a bound still outlasts it (tests/test_util.hpp).
+      static const double scale = [] {
+        const char *v = std::getenv("RMASTORE_TEST_TIME_SCALE");
+        const double f = v != nullptr ? std::atof(v) : 1.0;
+        return f > 0 ? f : 1.0;
+      }();
+      const long us = static_cast<long>(static_cast<double>(std::atol(spec.c_str() + pos + point.size())) * scale);
       timespec nap{us / 1000000, (us % 1000000) * 1000};
       nanosleep(&nap, nullptr);
       return;

@@ -6,6 +6,11 @@
 // kills process <rank> (its rank in the communicator the store was created on) the <n>-th time
 // (default 1st) it reaches <point>. Points are compiled in only when the library is built with
 // RMASTORE_FAULT_INJECTION (the test build, rmastore_internal); the installed library has none.
+//
+// Under tests/mpirun_test.sh (RMASTORE_TEST_VERDICT_DIR set) a point that fires first leaves the
+// file fault-fired.<point>@<rank>#<n> there, and a spec naming an unknown point leaves
+// fault-unknown.<rank>: the runner fails a scenario whose specs did not all fire, so that a
+// misspelled name or a count never reached cannot pass unnoticed.
 #pragma once
 
 namespace rmastore::internal {
@@ -15,9 +20,16 @@ void fault_set_rank(int rank);
 void fault_point(const char *name);
 #define RMASTORE_FAULT_POINT(name) ::rmastore::internal::fault_point(name)
 // RMASTORE_DELAY=<point>:<microseconds>[,...] makes every process sleep that long each time it
-// reaches <point>: tests stretch a phase (a repair) to observe what runs beside it.
+// reaches <point>: tests stretch a phase (a repair) to observe what runs beside it. The delays
+// are multiplied by RMASTORE_TEST_TIME_SCALE (default 1), like every time bound of the tests.
 void fault_delay(const char *name);
 #define RMASTORE_FAULT_DELAY(name) ::rmastore::internal::fault_delay(name)
+// RMASTORE_FAULT_OFF=<mechanism>[,...] switches a mechanism off in the test build, so that a
+// test can show that another one does the work alone: "notify" makes the helper thread of a
+// store with STORE_DETECTOR_PING ignore the failures MPI reports to it, leaving the pings as the
+// only detector (tests/test_ping.cpp).
+bool fault_off(const char *mechanism);
+#define RMASTORE_FAULT_OFF(mechanism) ::rmastore::internal::fault_off(mechanism)
 // With RMASTORE_TRACE set, the test build prints lock and repair events to stderr: the order
 // of events across ranks is what a hang in the localized variant is diagnosed from.
 bool trace_enabled();
@@ -31,6 +43,7 @@ void trace(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
   do {                                                                                                                 \
   } while (0)
 inline void fault_set_rank(int) {}
+#define RMASTORE_FAULT_OFF(mechanism) false
 #define RMASTORE_FAULT_POINT(name)                                                                                     \
   do {                                                                                                                 \
   } while (0)

@@ -1,6 +1,6 @@
 // GoogleTest main for MPI tests: every rank runs every test (test bodies are collective), rank 0
 // prints the usual report, other ranks print only their failures, and each rank writes its own
-// verdict file for tests/mpirun_test.sh.
+// verdict file for tests/mpirun_test.sh. A fatal failure on any rank aborts the job.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
@@ -23,6 +23,28 @@ private:
   int rank_;
 };
 
+// A fatal failure (ASSERT_*, FAIL) returns from the test body on this rank only; the others go
+// on into the next collective and wait there until the runner's timeout (minutes). Instead the
+// failing rank records FAIL and aborts the whole job at once. Non-fatal failures (EXPECT_*)
+// leave the body running, so every rank still reaches the same collectives: they are only
+// counted.
+class AbortOnFatalFailure : public ::testing::EmptyTestEventListener {
+public:
+  explicit AbortOnFatalFailure(int rank) : rank_(rank) {}
+  void OnTestPartResult(const ::testing::TestPartResult &r) override {
+    if (!r.fatally_failed()) return;
+    rmastore::test::write_verdict(false);
+    std::fprintf(stderr, "[rank %d] fatal failure: aborting the job (the other ranks would wait for this one)\n",
+                 rank_);
+    std::fflush(stderr);
+    std::fflush(stdout);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+
+private:
+  int rank_;
+};
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -37,6 +59,8 @@ int main(int argc, char **argv) {
     delete listeners.Release(listeners.default_result_printer());
     listeners.Append(new RankFailurePrinter(rank));
   }
+  // After the printers: the failure is reported before the job goes down.
+  ::testing::UnitTest::GetInstance()->listeners().Append(new AbortOnFatalFailure(rank));
   const int rc = RUN_ALL_TESTS();
   const bool ok =
       rc == 0 && provided == MPI_THREAD_MULTIPLE && ::testing::UnitTest::GetInstance()->test_to_run_count() > 0;

@@ -5,6 +5,13 @@
 set -u
 mpirun=$1 np=$2 expect=$3 limit=$4
 shift 4
+# Like every time bound of the tests, the limit scales with RMASTORE_TEST_TIME_SCALE (see
+# tests/test_util.hpp); CTest's backstop scales with it too (cmake/RmastoreTesting.cmake).
+scale=${RMASTORE_TEST_TIME_SCALE:-1}
+if ! limit=$(awk -v l="$limit" -v s="$scale" 'BEGIN { if (s + 0 <= 0) exit 1; printf "%d", l * s + 0.5 }'); then
+  echo "mpirun_test: RMASTORE_TEST_TIME_SCALE must be a positive number, not '$scale'"
+  exit 1
+fi
 dir=$(mktemp -d "${TMPDIR:-/tmp}/rmastore-test.XXXXXX")
 trap 'rm -rf "$dir"' EXIT
 
@@ -17,8 +24,32 @@ for v in $(compgen -e | grep '^RMASTORE_' || true); do flags+=(-x "$v"); done
 # --with-ft ulfm makes every rank print that osc/rdma is untested after failures; expected noise.
 RMASTORE_TEST_VERDICT_DIR=$dir timeout --kill-after=10 "$limit" "$mpirun" "${flags[@]}" "$@" 2>&1 |
   grep -a -v -e "is not tested for post-failure operation" -e "help-mpi-ft.txt" -e "^ *osc module" \
-          -e "Set the MCA parameter" -e "^ *(default: yes)" -e "^-----*$" || true
+          -e "Set the MCA parameter" -e "^ *(default: yes)" -e "^-----*$"
 rc=${PIPESTATUS[0]}
+
+# Deaths the scenario configured must have happened where it said: each spec of RMASTORE_FAULT
+# (and each line a test wrote to faults-expected: specs it chose itself, or own-hand@<rank> for
+# a rank that kills itself) needs the marker its victim left right before dying (src/fault.cpp,
+# tests/test_util.cpp). Without this, a victim whose fault point was never reached would die
+# later anyway and the scenario would pass.
+unfired=()
+specs=$(printf '%s\n' "${RMASTORE_FAULT:-}" | tr ',' '\n'; cat "$dir/faults-expected" 2>/dev/null)
+for spec in $specs; do
+  point=${spec%%[@#]*} rank='*' nth=1
+  [[ $spec == *@* ]] && { rank=${spec#*@}; rank=${rank%%#*}; }
+  [[ $spec == *#* ]] && nth=${spec##*#}
+  if [ "$point" = own-hand ]; then
+    marker="$dir/killed.$rank"
+  else
+    marker="$dir/fault-fired.$point@$rank#$nth"
+  fi
+  # $marker may hold a glob (any rank): it matches if some file exists.
+  if ! compgen -G "$marker" >/dev/null; then unfired+=("$spec"); fi
+done
+# Every rank refuses an unknown point; name each once.
+while read -r spec; do
+  unfired+=("unknown point: $spec")
+done < <(cat "$dir"/fault-unknown.* 2>/dev/null | sort -u)
 
 pass=0 fail=0
 for f in "$dir"/rank-*; do
@@ -29,8 +60,13 @@ if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
   echo "mpirun_test: TIMEOUT after ${limit}s ($pass of $expect ranks passed, $fail failed)"
   exit 1
 fi
+if [ ${#unfired[@]} -ne 0 ]; then
+  echo "mpirun_test: FAILED: configured deaths that did not happen as configured: ${unfired[*]}"
+  exit 1
+fi
 if [ "$fail" -ne 0 ] || [ "$pass" -ne "$expect" ]; then
   echo "mpirun_test: FAILED: $pass ranks passed, $fail failed, $expect expected to pass (mpirun exit $rc)"
   exit 1
 fi
-echo "mpirun_test: all $expect surviving ranks passed"
+fired=$(cd "$dir" && ls fault-fired.* killed.* 2>/dev/null | tr '\n' ' ')
+echo "mpirun_test: all $expect surviving ranks passed${fired:+ (deaths: $fired)}"

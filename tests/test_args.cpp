@@ -45,7 +45,7 @@ TEST(Args, FinalizeWhileAnotherThreadUsesTheHandle) {
     char v[32] = {};
     const auto key = static_cast<store_key_t>(world_rank());
     while (!go.load()) std::this_thread::yield();
-    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    const auto until = std::chrono::steady_clock::now() + scaled(20000);
     while (std::chrono::steady_clock::now() < until) {
       const store_status_t st = store_put(shared, key, v, sizeof v);
       if (st == STORE_ERR_HANDLE) {

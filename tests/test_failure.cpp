@@ -45,12 +45,17 @@
 #include <vector>
 
 #include "capi_internal.hpp"
+#include "ping_count.hpp"
 #include "test_util.hpp"
 
 using namespace rmastore::test;
 using Clock = std::chrono::steady_clock;
 
 namespace {
+
+// Bounds that tell a hang from a slow run (milliseconds, times RMASTORE_TEST_TIME_SCALE): for a
+// failure to be reported, or known and repaired; for one store call; for the whole scenario.
+constexpr double kWaitMs = 20000, kCallMs = 10000, kScenarioMs = 60000;
 
 struct Episode {
   std::vector<int> victims; // every rank that dies in the episode
@@ -83,6 +88,17 @@ std::vector<int> parse_list(const std::string &v) {
   return list;
 }
 
+std::vector<std::string> split(const std::string &s, char sep) {
+  std::vector<std::string> parts;
+  for (std::size_t p = 0; p < s.size();) {
+    std::size_t end = s.find(sep, p);
+    if (end == std::string::npos) end = s.size();
+    if (end > p) parts.push_back(s.substr(p, end - p));
+    p = end + 1;
+  }
+  return parts;
+}
+
 // The randomized driver: every rank draws the same scenario from the seed.
 void draw(Options &o, int kills, int p) {
   std::mt19937_64 rng(o.seed);
@@ -96,15 +112,19 @@ void draw(Options &o, int kills, int p) {
   o.rounds = 4 + pick(6);
   std::vector<int> alive(static_cast<std::size_t>(p));
   for (int i = 0; i < p; ++i) alive[static_cast<std::size_t>(i)] = i;
-  static const char *kPoints[] = {"put.between_copies", "put.before_switch",  "enlarge.serve",
-                                  "tx.before_pending",  "tx.between_pending", "tx.before_record",
-                                  "tx.after_record",    "tx.during_apply",    "lock.acquired"};
+  // The data-path points a victim can reach: commit points only with transactions, slot locks
+  // only in the localized variant.
+  std::vector<const char *> points = {"put.between_copies", "put.before_switch", "enlarge.serve"};
+  if (o.tx) {
+    points.insert(points.end(), {"tx.before_pending", "tx.between_pending", "tx.before_record", "tx.after_record",
+                                 "tx.during_apply"});
+  }
+  if (o.localized) points.push_back("lock.acquired");
   static const char *kRecoverPoints[] = {"recover.start",        "recover.after_revoke", "recover.after_shrink",
                                          "recover.after_window", "recover.rereplicate",  "recover.after_rereplicate"};
   // Localized: the background repair after an earlier death takes the place of store_recover
   // (which only runs there with compaction).
   static const char *kRepairPoints[] = {"lock.break", "repair.transfer"};
-  const int data_points = o.localized ? 9 : 8;
   while (kills > 0) {
     // Per episode at most r-1 deaths, so that no key can lose every copy.
     const int n = std::min(kills, std::max(1, pick(o.replicas - 1) + 1));
@@ -120,8 +140,9 @@ void draw(Options &o, int kills, int p) {
       // data-path point is never reached dies after its operations (Run::operate).
       const int how = o.episodes.empty() ? pick(3) : 0;
       if (how == 1) {
-        o.fault += (o.fault.empty() ? "" : ",") + std::string(kPoints[pick(data_points)]) + "@" + std::to_string(v) +
-                   "#" + std::to_string(1 + pick(4));
+        o.fault += (o.fault.empty() ? "" : ",") +
+                   std::string(points[static_cast<std::size_t>(pick(static_cast<int>(points.size())))]) + "@" +
+                   std::to_string(v) + "#" + std::to_string(1 + pick(4));
       } else if (how == 2 && i > 0 && (!o.localized || o.compact)) {
         o.fault += (o.fault.empty() ? "" : ",") + std::string(kRecoverPoints[pick(6)]) + "@" + std::to_string(v);
       } else if (how == 2 && i > 0) {
@@ -134,6 +155,47 @@ void draw(Options &o, int kills, int p) {
     o.episodes.push_back(e);
     kills -= n;
   }
+}
+
+// The deaths the runner must find markers of (tests/mpirun_test.sh checks RMASTORE_FAULT of
+// the fixed scenarios itself): every killer's own-hand death, and the fault points a seed chose
+// that are certain to be reached. Those are the ones inside store_recover (global variant, or
+// localized compaction): the victim is alive, not a killer, and takes part in the recovery of
+// its episode's other deaths; and the data-path points every put passes (below). A seed's other
+// points may not be reached (another death stops the operations first, a commit point in a run
+// without transactions, a repair that needs no lock broken): such a victim dies after its
+// operations, by its own hand, and the runner lists what fired.
+std::vector<std::string> expected_deaths(const Options &o) {
+  const char *env = std::getenv("RMASTORE_FAULT"); // a seed's faults are in it already
+  std::vector<std::string> faults;
+  for (const std::string all = env != nullptr ? env : ""; const std::string &spec : split(all, ','))
+    faults.push_back(spec);
+  const auto has_fault = [&](int v) {
+    return std::any_of(faults.begin(), faults.end(), [&](const std::string &f) {
+      const std::size_t at = f.find('@');
+      return at != std::string::npos && std::atoi(f.c_str() + at + 1) == v;
+    });
+  };
+  std::vector<std::string> specs;
+  for (const Episode &e : o.episodes) {
+    for (int v : e.killers) {
+      // A seed may make a data-path victim the episode's killer too: it dies either way.
+      if (e.kill_at >= 0 && !has_fault(v)) specs.push_back("own-hand@" + std::to_string(v));
+    }
+  }
+  if (o.seed == 0) return specs;
+  const auto starts = [](const std::string &f, const char *prefix) { return f.rfind(prefix, 0) == 0; };
+  const auto data_path = std::count_if(faults.begin(), faults.end(), [&](const std::string &f) {
+    return !starts(f, "recover.") && !starts(f, "lock.break") && !starts(f, "repair.");
+  });
+  for (const std::string &f : faults) {
+    // Every put passes these points, and the first values (main: write_all(1)) are o.keys >= 6
+    // puts per rank, more than any drawn count, before any killer dies; only another data-path
+    // victim's death can stop this victim's puts first, and only in the global variant.
+    const bool every_put = starts(f, "put.between_copies@") || starts(f, "lock.acquired@");
+    if (starts(f, "recover.") || (every_put && (o.localized || data_path == 1))) specs.push_back(f);
+  }
+  return specs;
 }
 
 Options parse(int argc, char **argv) {
@@ -353,7 +415,14 @@ public:
   // episode are (nearly) simultaneous.
   void saw_failure(const Episode &e) {
     failed_ = true;
-    if (e.kill_at >= 0 && in(e.killers, me_)) raise(SIGKILL);
+    if (e.kill_at >= 0 && in(e.killers, me_)) die_by_own_hand("killer: with the first failure it saw");
+  }
+
+  // A killer's death at its operation `ops`.
+  void kill_at(const Episode &e, int ops) {
+    if (e.kill_at < 0 || ops != e.kill_at || !in(e.killers, me_)) return;
+    const std::string why = "killer: before its operation " + std::to_string(ops);
+    die_by_own_hand(why.c_str());
   }
 
   // Puts `version` of every key this rank writes (its own and those it took over), as single
@@ -398,7 +467,7 @@ public:
     failed_ = false;
     int ops = 0;
     for (int round = 0; round < opt_.rounds && !failed_; ++round) {
-      if (e.kill_at >= 0 && ops == e.kill_at && in(e.killers, me_)) raise(SIGKILL);
+      kill_at(e, ops);
       ++ops;
       if (!write_all(base + static_cast<std::uint64_t>(round), opt_.tx)) {
         saw_failure(e);
@@ -406,7 +475,7 @@ public:
       }
       // Reads of other ranks' keys: any committed or in-flight version of them.
       for (int k = 0; k < opt_.keys && !failed_; ++k) {
-        if (e.kill_at >= 0 && ops == e.kill_at && in(e.killers, me_)) raise(SIGKILL);
+        kill_at(e, ops);
         ++ops;
         const int other = (me_ + round + k) % p_;
         size_t len = 0;
@@ -425,32 +494,35 @@ public:
         }
       }
     }
-    // Victims still alive (their fault point was not reached) die now, except those meant to
-    // die inside store_recover or the background repair; the others keep asking until they hear
-    // of it. A call must never hang: the bound is generous, detection takes milliseconds.
-    if (in(e.victims, me_) && !dies_in_recovery(me_) && !dies_in_repair(me_)) raise(SIGKILL);
+    // Victims still alive (their fault point was not reached, or a killer's operation count)
+    // die now, except those meant to die inside store_recover or the background repair; the
+    // others keep asking until they hear of it. The runner fails the scenario if a fault point
+    // the scenario expected did not fire (this death leaves another marker). A call must never
+    // hang: the bound only tells a hang from a slow machine.
+    if (in(e.victims, me_) && !dies_in_recovery(me_) && !dies_in_repair(me_))
+      die_by_own_hand("victim still alive after its operations");
     if (opt_.localized) {
       if (dies_in_repair(me_)) {
         // The point fires while this rank repairs after another's death; if the repair never
         // reaches it, the rank dies once the repair is done.
         wait_for_repair(1);
-        raise(SIGKILL);
+        die_by_own_hand("its repair finished without reaching its fault point");
       }
       return;
     }
-    const auto deadline = Clock::now() + std::chrono::seconds(20);
+    const auto deadline = Clock::now() + scaled(kWaitMs);
     while (!failed_ && Clock::now() < deadline) {
       size_t len = 0;
       if (store_get(s_, key_of(me_, 0), buf_.data(), buf_.size(), &len) == STORE_ERR_PROC_FAILED) saw_failure(e);
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
-    CHECK(failed_, "no failure was reported within 20 s");
+    CHECK(failed_, "no failure was reported within %.0f s", kWaitMs * time_scale() / 1000);
   }
 
   // Localized: waits until this rank knows at least `dead` failures and its repair is idle.
-  // Returns false after 20 s.
+  // Returns false after kWaitMs (scaled).
   bool wait_for_repair(int dead) {
-    const auto deadline = Clock::now() + std::chrono::seconds(20);
+    const auto deadline = Clock::now() + scaled(kWaitMs);
     store_info_t info;
     store_info_init(&info);
     while (Clock::now() < deadline) {
@@ -467,13 +539,14 @@ public:
   // seen too.
   // `store_dead` of them are in the store's communicator (a compaction drops the dead).
   Peers settle(MPI_Comm comm, const std::vector<int> &dead, std::size_t store_dead) {
-    CHECK(wait_for_repair(static_cast<int>(store_dead)), "the failures were not known and repaired within 20 s");
+    CHECK(wait_for_repair(static_cast<int>(store_dead)), "the failures were not known and repaired within %.0f s",
+          kWaitMs * time_scale() / 1000);
     std::vector<int> alive;
     for (int r = 0; r < p_; ++r) {
       if (!in(dead, r)) alive.push_back(r);
     }
     Peers g(comm, alive);
-    const auto deadline = Clock::now() + std::chrono::seconds(20);
+    const auto deadline = Clock::now() + scaled(kWaitMs);
     store_info_t info;
     store_info_init(&info);
     bool late = false; // decided together: every survivor leaves the loop in the same round
@@ -483,7 +556,7 @@ public:
       quiet = g.max(info.repair_backlog) == 0 ? quiet + 1 : 0;
       late = g.max(Clock::now() >= deadline ? 1 : 0) != 0;
     }
-    CHECK(!late, "the repairs did not settle within 20 s");
+    CHECK(!late, "the repairs did not settle within %.0f s", kWaitMs * time_scale() / 1000);
     return g;
   }
 
@@ -618,6 +691,7 @@ int main(int argc, char **argv) {
   // A seed's fault points; read by the library at its first fault point.
   if (!opt.fault.empty()) setenv("RMASTORE_FAULT", opt.fault.c_str(), 1);
   const int me = world_rank(), p = world_size();
+  if (me == 0) expect_deaths(expected_deaths(opt));
   if (me == 0 && opt.seed != 0) {
     std::printf("seed %llu: replicas %d, %s, %d keys, %d rounds, faults '%s', episodes:", (unsigned long long)opt.seed,
                 opt.replicas, opt.tx ? "transactions" : "single puts", opt.keys, opt.rounds, opt.fault.c_str());
@@ -743,10 +817,16 @@ int main(int argc, char **argv) {
     run.take_over(g, dead, 90 + 100 * e);
     print_recovery(g, e, "recovery");
   }
-  CHECK(run.longest_call() < 10, "a call took %.1f s", run.longest_call());
+  // The ping detector sends its pings (tests/test_ping.cpp shows that they alone detect).
+  if (opt.detector == STORE_DETECTOR_PING) {
+    CHECK(pings_sent() > 0, "the ping detector sent no ping");
+  } else {
+    CHECK(pings_sent() == 0, "%llu pings sent without the ping detector", (unsigned long long)pings_sent());
+  }
+  CHECK(run.longest_call() < kCallMs * time_scale() / 1000, "a call took %.1f s", run.longest_call());
   CHECK(store_finalize(&s) == STORE_OK, "store_finalize");
   const double total_s = std::chrono::duration<double>(Clock::now() - t_start).count();
-  CHECK(total_s < 60, "the scenario took %.1f s", total_s);
+  CHECK(total_s < kScenarioMs * time_scale() / 1000, "the scenario took %.1f s", total_s);
   write_verdict(check_failures == 0);
   if (comm != MPI_COMM_NULL) MPI_Comm_free(&comm);
   MPI_Comm_free(&world);

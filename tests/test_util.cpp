@@ -1,5 +1,9 @@
 #include "test_util.hpp"
 
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -15,6 +19,48 @@ void write_verdict(bool pass) {
     std::fputs(pass ? "PASS\n" : "FAIL\n", f);
     std::fclose(f);
   }
+}
+
+double time_scale() {
+  static const double scale = [] {
+    const char *v = std::getenv("RMASTORE_TEST_TIME_SCALE");
+    const double f = v != nullptr ? std::atof(v) : 1.0;
+    return f > 0 ? f : 1.0;
+  }();
+  return scale;
+}
+
+std::chrono::milliseconds scaled(double ms) {
+  return std::chrono::milliseconds(static_cast<long long>(ms * time_scale()));
+}
+
+namespace {
+// Plain POSIX writes: the victim dies right after, and the file must be complete by then.
+void write_file(const std::string &name, const std::string &text, int flags) {
+  const char *dir = std::getenv("RMASTORE_TEST_VERDICT_DIR");
+  if (dir == nullptr) return;
+  const std::string path = std::string(dir) + "/" + name;
+  const int fd = open(path.c_str(), O_WRONLY | O_CREAT | flags, 0644);
+  if (fd < 0) return;
+  const ssize_t n = write(fd, text.data(), text.size());
+  (void)n; // a short write leaves a marker the runner misses: the scenario fails, as it should
+  close(fd);
+}
+} // namespace
+
+void die_by_own_hand(const char *why) {
+  const int rank = world_rank();
+  std::fprintf(stderr, "[rank %d] dies by its own hand: %s\n", rank, why);
+  std::fflush(stderr);
+  write_file("killed." + std::to_string(rank), std::string(why) + "\n", O_TRUNC);
+  raise(SIGKILL);
+  std::abort(); // not reached
+}
+
+void expect_deaths(const std::vector<std::string> &specs) {
+  std::string text;
+  for (const std::string &s : specs) text += s + "\n";
+  write_file("faults-expected", text, O_APPEND);
 }
 
 int world_rank() {

@@ -3,6 +3,7 @@
 
 #include <mpi.h>
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -13,8 +14,28 @@
 
 namespace rmastore::test {
 
+// Time bounds. Every bound in the tests (deadlines for a failure to be reported or a repair to
+// settle, the longest a call may take, how long a race runs, test_unaffected's stall bound) is
+// there only so that a hang or a stall fails instead of running forever; none measures speed.
+// They were chosen on an idle 2-core machine. RMASTORE_TEST_TIME_SCALE=<factor> (default 1,
+// e.g. 3 on a loaded machine or under sanitizers) multiplies all of them, the delays of
+// RMASTORE_DELAY (src/fault.cpp), tests/mpirun_test.sh's limit and CTest's timeouts
+// (cmake/RmastoreTesting.cmake): one setting, read when the tests run.
+double time_scale();
+// `ms` milliseconds times time_scale().
+std::chrono::milliseconds scaled(double ms);
+
 // Writes PASS or FAIL for this rank where tests/mpirun_test.sh looks for it.
 void write_verdict(bool pass);
+
+// A victim's death by its own hand: leaves killed.<world rank> (holding `why`) in the verdict
+// directory, then raises SIGKILL. The runner checks this marker for every own-hand@<rank> that
+// expect_deaths() declared, as it checks fault-fired markers of fault points (src/fault.hpp).
+[[noreturn]] void die_by_own_hand(const char *why);
+// Declares deaths the runner must find markers of, one spec a line: <point>@<rank>[#<n>] for a
+// fault point, own-hand@<rank> for die_by_own_hand. For scenarios that choose their deaths
+// themselves; the specs of RMASTORE_FAULT in the runner's environment are checked anyway.
+void expect_deaths(const std::vector<std::string> &specs);
 
 int world_rank();
 int world_size();

@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define KEY_CKPT 1000000  /* + 2 * block + generation */
 #define KEY_EDGE 2000000  /* + 4 * block + 2 * side + parity */
@@ -32,7 +33,20 @@
 
 static int n = 130, iters = 600, every = 25, kill_rank = 1, kill_at = 210;
 static int world_rank, world_size, nblocks, rows_per_block;
+/* Times in the log: seconds on CLOCK_REALTIME since an origin rank 0 chose and broadcast, so
+ * that all processes' lines (and a death time one process stored and another reads) compare.
+ * MPI_Wtime would not do: each process may count from its own origin (MPI_WTIME_IS_GLOBAL is
+ * false in Open MPI), which printed negative times on other ranks. One machine has one
+ * CLOCK_REALTIME; across nodes, times are as close as the nodes' clocks. */
 static double t0;
+static double wall(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+static double now(void) {
+  return wall() - t0;
+}
 static store_t store;
 static MPI_Comm comm; /* the survivors */
 static int me, nalive;
@@ -41,7 +55,7 @@ static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void say(const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  printf("[%7.3f s] rank %d: ", MPI_Wtime() - t0, world_rank);
+  printf("[%7.3f s] rank %d: ", now(), world_rank);
   vprintf(fmt, ap);
   printf("\n");
   fflush(stdout);
@@ -204,12 +218,12 @@ static int restore(int *restart) {
 
 static int recover(int *it) {
   for (;;) {
-    double start = MPI_Wtime();
+    double start = now();
     MPI_Comm fresh = MPI_COMM_NULL;
     int st;
     while ((st = store_recover(store, &fresh)) == STORE_ERR_RECOVER_AGAIN) say("another process failed: again");
     if (st != STORE_OK) die("store_recover", st);
-    double recovered = MPI_Wtime();
+    double recovered = now();
     store_recovery_t rep;
     store_recovery_init(&rep);
     store_last_recovery(store, &rep);
@@ -224,7 +238,7 @@ static int recover(int *it) {
         say("store_recover took %.1f ms (%d survivors, %.1f KiB moved); all %d blocks redistributed and "
             "reloaded from the checkpoint of iteration %d in %.1f ms",
             (recovered - start) * 1e3, rep.survivors, (double)rep.bytes_moved / 1024, nblocks, *it,
-            (MPI_Wtime() - recovered) * 1e3);
+            (now() - recovered) * 1e3);
       say("now owns %d block(s)", mine);
       return STORE_OK;
     }
@@ -264,7 +278,7 @@ int main(int argc, char **argv) {
       fprintf(stderr, "need 2 or more processes, N-2 divisible by 2 x processes, and a victim other than rank 0\n");
     MPI_Abort(MPI_COMM_WORLD, 2);
   }
-  t0 = MPI_Wtime();
+  t0 = wall();
   MPI_Bcast(&t0, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
   store_config_t cfg;
   store_config_init(&cfg);

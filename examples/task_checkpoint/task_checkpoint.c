@@ -27,11 +27,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define MAX_RANGES 64
 #define TAG_ASK 1
 #define TAG_ANSWER 2
-#define DEATH_KEY 1000000 /* + world rank: when a killed worker died (MPI_Wtime) */
+#define DEATH_KEY 1000000 /* + world rank: when a killed worker died (now()) */
 
 typedef struct {
   uint32_t lo, hi;
@@ -49,7 +50,20 @@ static const uint64_t known[] = {1, 1, 0, 0, 2, 10, 4, 40, 92, 352, 724, 2680, 1
 
 static int n = 13, kill_rank = 1, kill_after = 100, kill2_rank = -1, replicas = 2;
 static int world_rank, world_size;
+/* Times in the log: seconds on CLOCK_REALTIME since an origin rank 0 chose and broadcast, so
+ * that all processes' lines (and a death time one process stored and another reads) compare.
+ * MPI_Wtime would not do: each process may count from its own origin (MPI_WTIME_IS_GLOBAL is
+ * false in Open MPI), which printed negative times on other ranks. One machine has one
+ * CLOCK_REALTIME; across nodes, times are as close as the nodes' clocks. */
 static double t0;
+static double wall(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+static double now(void) {
+  return wall() - t0;
+}
 static store_t store;
 static MPI_Comm work;    /* the survivors; steal requests travel here */
 static int *alive_world; /* world rank of each rank of work */
@@ -63,7 +77,7 @@ static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void say(const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  printf("[%7.3f s] rank %d: ", MPI_Wtime() - t0, world_rank);
+  printf("[%7.3f s] rank %d: ", now(), world_rank);
   vprintf(fmt, ap);
   printf("\n");
   fflush(stdout);
@@ -181,7 +195,7 @@ static store_status_t adopt(void) {
 }
 
 static void recover(const char *where, store_status_t why) {
-  double noticed = MPI_Wtime();
+  double noticed = now();
   say("%s: %s -> store_recover", where, store_strerror(why));
   if (ask_req != MPI_REQUEST_NULL) { /* the receive of steal requests, on the old communicator */
     MPI_Cancel(&ask_req);
@@ -190,7 +204,7 @@ static void recover(const char *where, store_status_t why) {
   }
   for (;;) {
     MPI_Comm fresh = MPI_COMM_NULL;
-    double start = MPI_Wtime();
+    double start = now();
     store_status_t st;
     while ((st = store_recover(store, &fresh)) == STORE_ERR_RECOVER_AGAIN) say("another process failed: again");
     if (st != STORE_OK) die("store_recover", st);
@@ -202,7 +216,7 @@ static void recover(const char *where, store_status_t why) {
     set_work(fresh);
     say("store_recover took %.1f ms: %d survivors, %d failed, %llu of %llu keys repaired, %.1f KiB moved, "
         "%llu keys lost",
-        (MPI_Wtime() - start) * 1e3, rep.survivors, rep.failed, (unsigned long long)rep.keys_repaired,
+        (now() - start) * 1e3, rep.survivors, rep.failed, (unsigned long long)rep.keys_repaired,
         (unsigned long long)rep.keys, (double)rep.bytes_moved / 1024, (unsigned long long)rep.lost_count);
     if (rep.lost_count != 0) die("checkpoints were lost", STORE_ERR_DATA_LOST);
     for (int d = 0; d < world_size; ++d) {
@@ -211,12 +225,12 @@ static void recover(const char *where, store_status_t why) {
       if (is_alive(d) || reported[d]) continue;
       reported[d] = 1;
       if (store_get(store, DEATH_KEY + (store_key_t)d, &died, sizeof died, &len) == STORE_OK)
-        say("worker %d died at %.3f s: noticed here %.1f ms later", d, died - t0, (noticed - died) * 1e3);
+        say("worker %d died at %.3f s: noticed here %.1f ms later", d, died, (noticed - died) * 1e3);
     }
     if (world_rank == kill2_rank) {
-      double now = MPI_Wtime(); /* transaction mode: puts only inside a transaction */
+      double died = now(); /* transaction mode: puts only inside a transaction */
       store_tx_begin(store);
-      store_put(store, DEATH_KEY + (store_key_t)world_rank, &now, sizeof now);
+      store_put(store, DEATH_KEY + (store_key_t)world_rank, &died, sizeof died);
       store_tx_commit(store);
       say("dies now, inside the recovery (SIGKILL)");
       raise(SIGKILL);
@@ -225,7 +239,7 @@ static void recover(const char *where, store_status_t why) {
     if ((st = adopt()) == STORE_OK) st = store_back_to_normal(store);
     if (st == STORE_OK) return;
     if (st != STORE_ERR_PROC_FAILED) die("adoption", st);
-    noticed = MPI_Wtime();
+    noticed = now();
     say("another process failed during the recovery: recovering again");
   }
 }
@@ -356,7 +370,7 @@ int main(int argc, char **argv) {
   srand((unsigned)world_rank * 7919u + 1u);
   reported = calloc((size_t)world_size, 1);
   reported_adoption = calloc((size_t)world_size, 1);
-  t0 = MPI_Wtime();
+  t0 = wall();
   MPI_Bcast(&t0, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
 
   store_config_t cfg;
@@ -405,8 +419,8 @@ int main(int argc, char **argv) {
       }
       mine = next;
       if (world_rank == kill_rank && mine.tasks_done == (uint64_t)kill_after) {
-        double now = MPI_Wtime();
-        store_put(store, DEATH_KEY + (store_key_t)world_rank, &now, sizeof now);
+        double died = now();
+        store_put(store, DEATH_KEY + (store_key_t)world_rank, &died, sizeof died);
         say("finished %d tasks (%llu solutions so far); dies now (SIGKILL)", kill_after,
             (unsigned long long)mine.solutions);
         raise(SIGKILL);
