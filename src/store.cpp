@@ -150,9 +150,14 @@ std::unique_ptr<Store> Store::create(MPI_Comm comm, const Config &cfg) {
 void Store::build_runtime() {
   check_mpi(MPI_Comm_dup(comm_, &ctrl_), "MPI_Comm_dup");
   check_mpi(MPI_Comm_set_errhandler(ctrl_, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
+  // Fault points on each collective step, so that tests can kill a process at every stage of
+  // the rebuild store_recover does.
+  RMASTORE_FAULT_POINT("runtime.after_ctrl_dup");
   failures_ = std::make_unique<FailureState>(size_);
+  RMASTORE_FAULT_POINT("runtime.before_window");
   window_ = std::make_unique<RmaWindow>(comm_);
   for (const SlotAllocator::Region &r : allocator_->regions()) window_->attach(r.base, r.bytes);
+  RMASTORE_FAULT_POINT("runtime.before_bells");
   bells_ = std::make_unique<Doorbells>(comm_);
   helper_ = std::make_unique<Helper>(ctrl_, *bells_, *failures_, config_.detector, config_.helper_max_sleep_us);
 }
