@@ -141,8 +141,11 @@ std::size_t slot_bytes(std::size_t capacity);
 
 // Hands out slots from memory regions ("arenas") attached to the window. Regions are mapped
 // lazily, so a large region costs address space, not memory, until it is written. Each region is
-// attached once; the number of regions grows logarithmically with the memory held, which keeps
-// well below Open MPI's limit on attached regions per window (osc_rdma_max_attach, 64).
+// attached once, and is at least twice as large as the one before (up to kMaxRegionStep), also
+// when a slot does not fit the next size and the region is made for it: so the number of
+// regions grows logarithmically with the memory held, even with slots of a GiB or more, and
+// stays well below the MPI library's limit on regions per window (Open MPI: osc_rdma_max_attach,
+// default 64), which RmaWindow::attach enforces.
 class SlotAllocator {
 public:
   struct Region {
@@ -173,8 +176,10 @@ public:
   std::size_t attached_bytes() const;
   std::size_t min_capacity() const { return min_capacity_; }
 
-  // Largest region added in one step once regions are large; bounds the unused address space.
-  static constexpr std::size_t kMaxRegionStep = std::size_t{1} << 30;
+  // Largest region added in one step once regions are large (unless one slot needs more). It
+  // bounds the address space reserved ahead of use, which networks that register attached
+  // memory pin; 64 regions of this size are far more than a process can fill.
+  static constexpr std::size_t kMaxRegionStep = std::size_t{16} << 30;
 
 private:
   std::byte *carve(std::size_t bytes);

@@ -72,7 +72,12 @@ typedef enum store_status {
   STORE_ERR_MPI_STATE = -7,
   /** An MPI call failed for a reason other than a process failure. */
   STORE_ERR_MPI = -8,
-  /** Memory for a slot or internal state could not be allocated. */
+  /** Memory for a slot or internal state could not be allocated, here or at a holder of the
+   *  key. This includes running out of window regions: MPI limits the memory regions one process
+   *  attaches to a window (Open MPI: MCA parameter osc_rdma_max_attach, default 64). Regions
+   *  double in size as the store grows (up to 16 GiB each), so the limit is reached only after
+   *  hundreds of GiB per process; then puts that need a new slot there return this status (at
+   *  once, never waiting), while keys whose slots are big enough can still be put. */
   STORE_ERR_NO_MEMORY = -9,
   /** The value is larger than STORE_MAX_VALUE_SIZE. */
   STORE_ERR_TOO_LARGE = -10,
@@ -358,7 +363,8 @@ typedef struct store_info {
   int nodes;
   /** Copies held by this process, and the bytes of values in them. */
   uint64_t local_copies, local_bytes;
-  /** Bytes of memory attached to the window by this process, and number of regions. */
+  /** Bytes of memory attached to the window by this process, and number of regions (at most
+   *  the MPI library's limit, see STORE_ERR_NO_MEMORY). */
   uint64_t attached_bytes;
   int attached_regions;
   /** CPU seconds used by this process's helper thread so far. */

@@ -1,0 +1,10 @@
+# Contract tests (issue 9): what include/rmastore/store.h promises about memory exhaustion,
+# MPI_Finalize with stores left open, and store_get_info.
+
+# Running out of window regions is STORE_ERR_NO_MEMORY, never a hang: with Open MPI's default
+# limit (100 keys of 1 GiB slots must fit), and with the limit lowered to 8 so that it is reached.
+rmastore_add_mpi_test(test_contract_regions SOURCES test_contract_regions.cpp NP 2 TIMEOUT 60)
+rmastore_add_mpi_test(test_contract_regions NAME test_contract_regions_limit8 NP 2 TIMEOUT 60
+                      ENV RMASTORE_TEST_MAX_ATTACH=8)
+rmastore_add_mpi_test(test_contract_regions NAME test_contract_regions_limit8_localized NP 2 TIMEOUT 60
+                      LABELS localized ENV RMASTORE_TEST_MAX_ATTACH=8 RMASTORE_TEST_RECOVERY=localized)
