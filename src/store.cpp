@@ -62,7 +62,7 @@ bool all_ok(MPI_Comm comm, bool ok) {
 // ------------------------------------------------------------------------------------------------
 // Creation and teardown
 
-std::unique_ptr<Store> Store::create(MPI_Comm comm, const Config &cfg) {
+std::unique_ptr<Store> Store::create(MPI_Comm comm, const Config &cfg, store_status_t local_error) {
   int provided = MPI_THREAD_SINGLE;
   check_mpi(MPI_Query_thread(&provided), "MPI_Query_thread");
   // The caller's communicator may have a fatal error handler; ours must return errors, even
@@ -89,6 +89,7 @@ std::unique_ptr<Store> Store::create(MPI_Comm comm, const Config &cfg) {
         (cfg.recovery == STORE_RECOVERY_LOCALIZED && cfg.detector == STORE_DETECTOR_OFF)) {
       local = STORE_ERR_ARG;
     }
+    if (local == STORE_OK) local = local_error;
     // Every process learns every other's verdict and the range of each setting in one call.
     const auto as64 = [](auto v) { return static_cast<std::int64_t>(v); };
     const std::int64_t mine[] = {
@@ -206,6 +207,10 @@ Store::~Store() {
   (void)allocator_.release();
   if (ctrl_ != MPI_COMM_NULL) MPI_Comm_free(&ctrl_);
   if (comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+}
+
+void Store::stop_for_mpi_finalize() {
+  stop_runtime();
 }
 
 void Store::finalize() {

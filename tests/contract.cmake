@@ -8,3 +8,9 @@ rmastore_add_mpi_test(test_contract_regions NAME test_contract_regions_limit8 NP
                       ENV RMASTORE_TEST_MAX_ATTACH=8)
 rmastore_add_mpi_test(test_contract_regions NAME test_contract_regions_limit8_localized NP 2 TIMEOUT 60
                       LABELS localized ENV RMASTORE_TEST_MAX_ATTACH=8 RMASTORE_TEST_RECOVERY=localized)
+
+# MPI_Finalize with stores open: no abort, and STORE_ERR_MPI_STATE afterwards. Its own main:
+# after MPI_Finalize the verdict is written without MPI.
+add_executable(test_contract_finalize test_contract_finalize.cpp)
+target_link_libraries(test_contract_finalize PRIVATE rmastore_test_util rmastore_build_flags)
+rmastore_add_mpi_test(test_contract_finalize NP 1 2 4 TIMEOUT 60)

@@ -68,7 +68,7 @@ typedef enum store_status {
   STORE_ERR_CONFIG_MISMATCH = -5,
   /** store_init: MPI is not initialised with MPI_THREAD_MULTIPLE on every process. */
   STORE_ERR_THREAD_LEVEL = -6,
-  /** MPI is not initialised, or already finalized. */
+  /** MPI is not initialised, or already finalized (or being finalized). */
   STORE_ERR_MPI_STATE = -7,
   /** An MPI call failed for a reason other than a process failure. */
   STORE_ERR_MPI = -8,
@@ -239,6 +239,12 @@ store_status_t store_get(store_t store, store_key_t key, void *buf, size_t capac
  * it returns STORE_ERR_PROC_FAILED; the handle is dead then. After failures, what cannot be freed
  * without the failed processes (the window and the memory attached to it) is left to
  * MPI_Finalize.
+ *
+ * MPI_Finalize with stores still open (e.g. an application leaving through an error path) is
+ * allowed: at its start, each open store's threads are stopped (locally, no communication), and
+ * from then on every call on the store returns STORE_ERR_MPI_STATE. store_finalize then sets
+ * *store to NULL and returns STORE_ERR_MPI_STATE; the store's memory is not freed (its MPI
+ * objects went with MPI_Finalize).
  */
 store_status_t store_finalize(store_t *store);
 
