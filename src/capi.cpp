@@ -20,6 +20,9 @@ namespace {
 
 constexpr std::uint64_t kLiveMagic = 0x726d6173746f7265ULL; // "rmastore"
 constexpr std::uint64_t kDeadMagic = 0x6465616473746f72ULL;
+// MPI_Finalize began with the store open: its threads are stopped, every call returns
+// STORE_ERR_MPI_STATE, and store_finalize kills the handle.
+constexpr std::uint64_t kMpiGoneMagic = 0x6d7069676f6e6521ULL;
 
 bool mpi_usable() {
   int initialized = 0, finalized = 0;
@@ -40,11 +43,14 @@ std::mutex live_mutex;
 store_t live_stores = nullptr;            // guarded by live_mutex
 int finalize_keyval = MPI_KEYVAL_INVALID; // guarded by live_mutex
 
+// A few stores at most are open at a time: a singly linked list keeps the handle small.
 void forget_store_locked(store_t s) noexcept {
-  if (s->live_prev != nullptr) s->live_prev->live_next = s->live_next;
-  if (s->live_next != nullptr) s->live_next->live_prev = s->live_prev;
-  if (live_stores == s) live_stores = s->live_next;
-  s->live_prev = s->live_next = nullptr;
+  for (store_t *p = &live_stores; *p != nullptr; p = &(*p)->live_next) {
+    if (*p != s) continue;
+    *p = s->live_next;
+    s->live_next = nullptr;
+    return;
+  }
 }
 
 // MPI_Finalize deletes the attributes of MPI_COMM_SELF first, while MPI is still fully usable:
@@ -63,7 +69,8 @@ int on_mpi_finalize(MPI_Comm, int keyval, void *, void *) {
     }
     for (store_t s : stores) {
       std::lock_guard lk(s->mutex);
-      s->mpi_finalized = true;
+      if (s->magic != kLiveMagic) continue;
+      s->magic = kMpiGoneMagic;
       if (s->impl) s->impl->stop_for_mpi_finalize();
     }
   } catch (...) {
@@ -92,7 +99,6 @@ store_status_t install_finalize_hook() noexcept {
 void remember_store(store_t s) noexcept {
   std::lock_guard lk(live_mutex);
   s->live_next = live_stores;
-  if (live_stores != nullptr) live_stores->live_prev = s;
   live_stores = s;
 }
 
@@ -124,8 +130,9 @@ template <class F> store_status_t with_store(store_t s, F &&body) noexcept {
   if (s == nullptr) return STORE_ERR_HANDLE;
   return guarded([&]() -> store_status_t {
     std::lock_guard lk(s->mutex);
+    if (s->magic == kMpiGoneMagic) return STORE_ERR_MPI_STATE;
     if (s->magic != kLiveMagic || !s->impl) return STORE_ERR_HANDLE;
-    if (s->mpi_finalized || !mpi_usable()) return STORE_ERR_MPI_STATE;
+    if (!mpi_usable()) return STORE_ERR_MPI_STATE;
     return body(*s->impl);
   });
 }
@@ -264,11 +271,12 @@ store_status_t store_finalize(store_t *store) {
     // before, or finds the handle dead. The handle itself stays allocated, marked dead, so calls
     // through stale copies of the pointer get STORE_ERR_HANDLE; it is a few bytes per store.
     std::lock_guard lk(s->mutex);
-    if (s->magic != kLiveMagic || !s->impl) return STORE_ERR_HANDLE;
+    const bool mpi_gone = s->magic == kMpiGoneMagic;
+    if ((s->magic != kLiveMagic && !mpi_gone) || !s->impl) return STORE_ERR_HANDLE;
     s->magic = kDeadMagic;
     *store = nullptr;
     forget_store(s);
-    if (s->mpi_finalized || !mpi_usable()) {
+    if (mpi_gone || !mpi_usable()) {
       (void)s->impl.release(); // nothing can be freed without MPI
       return STORE_ERR_MPI_STATE;
     }

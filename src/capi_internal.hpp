@@ -10,13 +10,10 @@
 
 struct store_handle {
   std::mutex mutex;
+  // Live, finalized, or stopped by MPI_Finalize (capi.cpp).
   std::uint64_t magic = 0;
   std::unique_ptr<rmastore::internal::Store> impl;
-  // Set when MPI_Finalize began with the store still open: its threads are stopped, and every
-  // call returns STORE_ERR_MPI_STATE.
-  bool mpi_finalized = false;
   // The list of stores not finalized yet (capi.cpp): intrusive, so that joining it cannot fail.
-  store_handle *live_prev = nullptr;
   store_handle *live_next = nullptr;
 };
 
