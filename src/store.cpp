@@ -411,6 +411,7 @@ CtrlMsg Store::grant_locked(HeldSlot &slot, const CtrlMsg &msg, int source, std:
       RMASTORE_FAULT_POINT("enlarge.serve");
       SlotAllocator::Block bigger = allocator_->allocate(msg.length, msg.key, static_cast<Ns>(msg.ns));
       SlotAllocator::copy_value(slot.block, bigger);
+      allocator_->mark_moved(slot.block); // the copy is counted in `bigger` from now on
       slot.retired = slot.block;
       slot.block = bigger;
       for (int reader : slot.readers) {
@@ -1079,20 +1080,26 @@ void Store::info(store_info_t &out) const {
   out.rank = rank_;
   out.replicas = config_.replicas;
   out.nodes = placement()->nodes();
-  {
-    std::lock_guard lk(table_mutex_);
-    out.local_copies = 0;
-    out.local_bytes = 0;
-    for (const auto &kv : table_) {
-      if (kv.first.ns != Ns::kValue) continue;
+  // Counted from the allocator's directory of slots, not from the slot table: the table's lock
+  // would stop the helper, and with it every request of the other processes to this one, for
+  // the whole walk (issue 9: 4.4 ms instead of 0.4 ms per operation with a thread calling this
+  // often). Every slot in use holds a copy of its namespace; slots released or quarantined are
+  // marked retired, and a moved slot is marked in the directory until it is released.
+  out.local_copies = 0;
+  out.local_bytes = 0;
+  out.attached_bytes = 0;
+  out.attached_regions = 0;
+  if (allocator_) {
+    RMASTORE_FAULT_DELAY("info.walk");
+    allocator_->for_each_slot([&](const std::byte *base) {
       SlotHeader h;
-      std::memcpy(&h, kv.second.block.base, sizeof h);
-      if (h.version == kNoVersion) continue;
+      std::memcpy(&h, base, sizeof h);
+      if (h.owner == kSlotRetired || flags_ns(h.flags) != Ns::kValue || h.version == kNoVersion) return;
       ++out.local_copies;
       out.local_bytes += h.length;
-    }
-    out.attached_bytes = allocator_ ? allocator_->attached_bytes() : 0;
-    out.attached_regions = allocator_ ? static_cast<int>(allocator_->regions().size()) : 0;
+    });
+    out.attached_bytes = allocator_->attached_bytes();
+    out.attached_regions = allocator_->region_count();
   }
   out.helper_cpu_seconds = helper_ ? helper_->cpu_seconds() : 0.0;
   out.enlargements_served = enlargements_served_;

@@ -14,3 +14,12 @@ rmastore_add_mpi_test(test_contract_regions NAME test_contract_regions_limit8_lo
 add_executable(test_contract_finalize test_contract_finalize.cpp)
 target_link_libraries(test_contract_finalize PRIVATE rmastore_test_util rmastore_build_flags)
 rmastore_add_mpi_test(test_contract_finalize NP 1 2 4 TIMEOUT 60)
+
+# store_get_info's figures after puts, growth and shrinking; and its walk over the local copies
+# (slowed down by RMASTORE_DELAY) must not stop the helper from serving other processes.
+rmastore_add_mpi_test(test_contract_info SOURCES test_contract_info.cpp NP 1 2 4 TIMEOUT 60
+                      ARGS --gtest_filter=ContractInfo.Counts*)
+rmastore_add_mpi_test(test_contract_info NAME test_contract_info_localized NP 2 4 TIMEOUT 60 LABELS localized
+                      ARGS --gtest_filter=ContractInfo.Counts* ENV RMASTORE_TEST_RECOVERY=localized)
+rmastore_add_mpi_test(test_contract_info NAME test_contract_info_nonblocking NP 2 TIMEOUT 60
+                      ARGS --gtest_filter=ContractInfo.DoesNotBlock* ENV RMASTORE_DELAY=info.walk:2000000)

@@ -391,7 +391,10 @@ typedef struct store_info {
 /** Fills *info with its struct_size. Local. */
 store_status_t store_info_init(store_info_t *info);
 
-/** Fills *info for this process. Local. */
+/** Fills *info for this process. Local. It does not delay the helper thread, so calling it often
+ *  does not slow down other processes' requests. local_copies and local_bytes are counted while
+ *  puts may land: they are exact when no put or move of a copy held here is under way, and may
+ *  be off by the copies in flight otherwise. */
 store_status_t store_get_info(store_t store, store_info_t *info);
 
 #ifdef __cplusplus
