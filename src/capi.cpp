@@ -6,6 +6,7 @@
 #include <memory>
 #include <mutex>
 #include <new>
+#include <vector>
 
 #include "capi_internal.hpp"
 #include "errors.hpp"
@@ -19,6 +20,9 @@ namespace {
 
 constexpr std::uint64_t kLiveMagic = 0x726d6173746f7265ULL; // "rmastore"
 constexpr std::uint64_t kDeadMagic = 0x6465616473746f72ULL;
+// MPI_Finalize began with the store open: its threads are stopped, every call returns
+// STORE_ERR_MPI_STATE, and store_finalize kills the handle.
+constexpr std::uint64_t kMpiGoneMagic = 0x6d7069676f6e6521ULL;
 
 bool mpi_usable() {
   int initialized = 0, finalized = 0;
@@ -32,6 +36,75 @@ bool mpi_usable() {
 void report(const char *what) noexcept {
   static const bool verbose = std::getenv("RMASTORE_VERBOSE") != nullptr;
   if (verbose) std::fprintf(stderr, "rmastore: %s\n", what);
+}
+
+// Stores whose store_finalize has not run, so that MPI_Finalize can stop their threads.
+std::mutex live_mutex;
+store_t live_stores = nullptr;            // guarded by live_mutex
+int finalize_keyval = MPI_KEYVAL_INVALID; // guarded by live_mutex
+
+// A few stores at most are open at a time: a singly linked list keeps the handle small.
+void forget_store_locked(store_t s) noexcept {
+  for (store_t *p = &live_stores; *p != nullptr; p = &(*p)->live_next) {
+    if (*p != s) continue;
+    *p = s->live_next;
+    s->live_next = nullptr;
+    return;
+  }
+}
+
+// MPI_Finalize deletes the attributes of MPI_COMM_SELF first, while MPI is still fully usable:
+// this is the only moment at which the helper and repair threads of stores the application did
+// not finalize (an exit through an error path) can be stopped before they call MPI after
+// MPI_Finalize, which aborts the job. Only local work here: other processes may not be in
+// MPI_Finalize, or may have finalized their stores.
+int on_mpi_finalize(MPI_Comm, int keyval, void *, void *) {
+  try {
+    std::vector<store_t> stores;
+    {
+      std::lock_guard lk(live_mutex);
+      for (store_t s = live_stores; s != nullptr; s = s->live_next) stores.push_back(s);
+      while (live_stores != nullptr) forget_store_locked(live_stores);
+      finalize_keyval = MPI_KEYVAL_INVALID;
+    }
+    for (store_t s : stores) {
+      std::lock_guard lk(s->mutex);
+      if (s->magic != kLiveMagic) continue;
+      s->magic = kMpiGoneMagic;
+      if (s->impl) s->impl->stop_for_mpi_finalize();
+    }
+  } catch (...) {
+    // Nothing can be reported from inside MPI_Finalize; a store left running is what happened
+    // before this hook existed.
+  }
+  int kv = keyval;
+  MPI_Comm_free_keyval(&kv);
+  return MPI_SUCCESS;
+}
+
+// Sets the attribute whose deletion runs on_mpi_finalize, once per MPI initialisation.
+store_status_t install_finalize_hook() noexcept {
+  std::lock_guard lk(live_mutex);
+  if (finalize_keyval != MPI_KEYVAL_INVALID) return STORE_OK;
+  int kv = MPI_KEYVAL_INVALID;
+  if (MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, on_mpi_finalize, &kv, nullptr) != MPI_SUCCESS) return STORE_ERR_MPI;
+  if (MPI_Comm_set_attr(MPI_COMM_SELF, kv, nullptr) != MPI_SUCCESS) {
+    MPI_Comm_free_keyval(&kv);
+    return STORE_ERR_MPI;
+  }
+  finalize_keyval = kv;
+  return STORE_OK;
+}
+
+void remember_store(store_t s) noexcept {
+  std::lock_guard lk(live_mutex);
+  s->live_next = live_stores;
+  live_stores = s;
+}
+
+void forget_store(store_t s) noexcept {
+  std::lock_guard lk(live_mutex);
+  forget_store_locked(s);
 }
 
 template <class F> store_status_t guarded(F &&body) noexcept {
@@ -57,6 +130,7 @@ template <class F> store_status_t with_store(store_t s, F &&body) noexcept {
   if (s == nullptr) return STORE_ERR_HANDLE;
   return guarded([&]() -> store_status_t {
     std::lock_guard lk(s->mutex);
+    if (s->magic == kMpiGoneMagic) return STORE_ERR_MPI_STATE;
     if (s->magic != kLiveMagic || !s->impl) return STORE_ERR_HANDLE;
     if (!mpi_usable()) return STORE_ERR_MPI_STATE;
     return body(*s->impl);
@@ -162,9 +236,12 @@ store_status_t store_init_version(MPI_Comm comm, const store_config_t *config, s
       c.detector = full.detector;
       c.recovery = full.recovery;
     }
+    // A hook that cannot be installed fails creation on every process (it is collective).
+    const store_status_t hook = install_finalize_hook();
     auto handle = std::make_unique<store_handle>();
-    handle->impl = Store::create(comm, c);
+    handle->impl = Store::create(comm, c, hook);
     handle->magic = kLiveMagic;
+    remember_store(handle.get());
     *store = handle.release();
     return STORE_OK;
   });
@@ -194,10 +271,12 @@ store_status_t store_finalize(store_t *store) {
     // before, or finds the handle dead. The handle itself stays allocated, marked dead, so calls
     // through stale copies of the pointer get STORE_ERR_HANDLE; it is a few bytes per store.
     std::lock_guard lk(s->mutex);
-    if (s->magic != kLiveMagic || !s->impl) return STORE_ERR_HANDLE;
+    const bool mpi_gone = s->magic == kMpiGoneMagic;
+    if ((s->magic != kLiveMagic && !mpi_gone) || !s->impl) return STORE_ERR_HANDLE;
     s->magic = kDeadMagic;
     *store = nullptr;
-    if (!mpi_usable()) {
+    forget_store(s);
+    if (mpi_gone || !mpi_usable()) {
       (void)s->impl.release(); // nothing can be freed without MPI
       return STORE_ERR_MPI_STATE;
     }

@@ -10,8 +10,11 @@
 
 struct store_handle {
   std::mutex mutex;
+  // Live, finalized, or stopped by MPI_Finalize (capi.cpp).
   std::uint64_t magic = 0;
   std::unique_ptr<rmastore::internal::Store> impl;
+  // The list of stores not finalized yet (capi.cpp): intrusive, so that joining it cannot fail.
+  store_handle *live_next = nullptr;
 };
 
 namespace rmastore::internal {

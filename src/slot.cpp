@@ -130,10 +130,29 @@ SlotAllocator::~SlotAllocator() {
   for (const Region &r : regions_) munmap(r.base, r.bytes);
 }
 
-std::size_t SlotAllocator::attached_bytes() const {
-  std::size_t n = 0;
-  for (const Region &r : regions_) n += r.bytes;
-  return n;
+std::atomic<std::uintptr_t> &SlotAllocator::entry(std::size_t i) const {
+  const std::size_t j = i + kFirstChunk;
+  const int c = static_cast<int>(std::bit_width(j)) - 1 - std::countr_zero(kFirstChunk);
+  return chunks_[c][j - (kFirstChunk << c)];
+}
+
+void SlotAllocator::reserve_entry() {
+  const std::size_t j = slots_.load(std::memory_order_relaxed) + kFirstChunk;
+  const int c = static_cast<int>(std::bit_width(j)) - 1 - std::countr_zero(kFirstChunk);
+  if (c >= kChunks) throw std::bad_alloc();
+  if (!chunks_[c]) chunks_[c] = std::make_unique<std::atomic<std::uintptr_t>[]>(kFirstChunk << c);
+}
+
+std::size_t SlotAllocator::add_entry(std::byte *base) {
+  const std::size_t i = slots_.load(std::memory_order_relaxed);
+  entry(i).store(reinterpret_cast<std::uintptr_t>(base), std::memory_order_relaxed);
+  slots_.store(i + 1, std::memory_order_release);
+  return i;
+}
+
+void SlotAllocator::mark_moved(const Block &b) {
+  if (b.base != nullptr)
+    entry(b.index).store(reinterpret_cast<std::uintptr_t>(b.base) | kSkip, std::memory_order_release);
 }
 
 std::byte *SlotAllocator::carve(std::size_t bytes) {
@@ -151,6 +170,8 @@ std::byte *SlotAllocator::carve(std::size_t bytes) {
     }
     // The tail of the previous region is abandoned: at most one slot's worth per region.
     regions_.push_back(Region{static_cast<std::byte *>(mem), region});
+    attached_bytes_.fetch_add(region, std::memory_order_relaxed);
+    region_count_.fetch_add(1, std::memory_order_relaxed);
     bump_ = static_cast<std::byte *>(mem);
     bump_end_ = bump_ + region;
     next_region_bytes_ = std::min(region * 2, kMaxRegionStep);
@@ -163,16 +184,20 @@ std::byte *SlotAllocator::carve(std::size_t bytes) {
 SlotAllocator::Block SlotAllocator::allocate(std::size_t need, std::uint64_t key, Ns ns) {
   const std::size_t cap = capacity_class(need, min_capacity_);
   const auto cls = static_cast<std::size_t>(std::countr_zero(cap));
-  std::byte *base;
+  Block b;
   if (!free_[cls].empty()) {
-    base = free_[cls].back();
+    b = free_[cls].back();
     free_[cls].pop_back();
   } else {
-    base = carve(slot_bytes(cap));
+    reserve_entry(); // first: a slot carved must find its place in the directory
+    b.base = carve(slot_bytes(cap));
+    b.capacity = cap;
+    b.index = add_entry(b.base);
   }
   const SlotHeader h = empty_header(cap, key, ns);
-  std::memcpy(base, &h, sizeof h);
-  return Block{base, cap};
+  std::memcpy(b.base, &h, sizeof h);
+  entry(b.index).store(reinterpret_cast<std::uintptr_t>(b.base), std::memory_order_release);
+  return b;
 }
 
 void SlotAllocator::copy_value(const Block &from, const Block &to) {
@@ -194,7 +219,8 @@ void SlotAllocator::release(Block b) {
   h.capacity = b.capacity;
   h.owner = kSlotRetired;
   std::memcpy(b.base, &h, sizeof h);
-  free_[static_cast<std::size_t>(std::countr_zero(b.capacity))].push_back(b.base);
+  entry(b.index).store(reinterpret_cast<std::uintptr_t>(b.base) | kSkip, std::memory_order_release);
+  free_[static_cast<std::size_t>(std::countr_zero(b.capacity))].push_back(b);
 }
 
 } // namespace rmastore::internal

@@ -40,6 +40,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <vector>
 
 namespace rmastore::internal {
@@ -141,8 +142,11 @@ std::size_t slot_bytes(std::size_t capacity);
 
 // Hands out slots from memory regions ("arenas") attached to the window. Regions are mapped
 // lazily, so a large region costs address space, not memory, until it is written. Each region is
-// attached once; the number of regions grows logarithmically with the memory held, which keeps
-// well below Open MPI's limit on attached regions per window (osc_rdma_max_attach, 64).
+// attached once, and is at least twice as large as the one before (up to kMaxRegionStep), also
+// when a slot does not fit the next size and the region is made for it: so the number of
+// regions grows logarithmically with the memory held, even with slots of a GiB or more, and
+// stays well below the MPI library's limit on regions per window (Open MPI: osc_rdma_max_attach,
+// default 64), which RmaWindow::attach enforces.
 class SlotAllocator {
 public:
   struct Region {
@@ -152,6 +156,7 @@ public:
   struct Block {
     std::byte *base = nullptr; // the slot header
     std::size_t capacity = 0;  // value bytes after the header
+    std::size_t index = 0;     // in the directory of slots (for_each_slot)
   };
   using AttachFn = std::function<void(void *, std::size_t)>;
 
@@ -166,26 +171,60 @@ public:
   // Marks the slot retired and makes it available again.
   void release(Block b);
 
+  // The allocating thread only (or with the allocation serialised, as the slot table's lock does).
   const std::vector<Region> &regions() const { return regions_; }
   // Copies the current value of `from` (header and value) into the first half of `to`, which
   // must be large enough. Used when a slot moves.
   static void copy_value(const Block &from, const Block &to);
-  std::size_t attached_bytes() const;
+  // Any thread, without the lock that serialises allocation.
+  std::size_t attached_bytes() const { return attached_bytes_.load(std::memory_order_relaxed); }
+  int region_count() const { return region_count_.load(std::memory_order_relaxed); }
   std::size_t min_capacity() const { return min_capacity_; }
 
-  // Largest region added in one step once regions are large; bounds the unused address space.
-  static constexpr std::size_t kMaxRegionStep = std::size_t{1} << 30;
+  // Calls f(slot header) for every slot handed out and neither released nor marked moved. Any
+  // thread, without the lock that serialises allocation: the directory of slots only grows, and
+  // slot memory stays mapped until the allocator is destroyed. Slots handed out, released or
+  // marked meanwhile may or may not be seen; f must expect any header contents (a slot may be
+  // reused for another key while f reads it).
+  template <class F> void for_each_slot(F &&f) const {
+    const std::size_t n = slots_.load(std::memory_order_acquire);
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::uintptr_t e = entry(i).load(std::memory_order_acquire);
+      if ((e & kSkip) == 0) f(reinterpret_cast<const std::byte *>(e));
+    }
+  }
+  // Leaves a slot that moved out of for_each_slot until it is handed out again: its value now
+  // lives in another slot, but readers may still use the old one until it is released.
+  void mark_moved(const Block &b);
+
+  // Largest region added in one step once regions are large (unless one slot needs more). It
+  // bounds the address space reserved ahead of use, which networks that register attached
+  // memory pin; 64 regions of this size are far more than a process can fill.
+  static constexpr std::size_t kMaxRegionStep = std::size_t{16} << 30;
 
 private:
   std::byte *carve(std::size_t bytes);
+  // The directory: entry i is the header address of the i-th slot carved, with kSkip set while
+  // the slot is free or moved. Chunk c holds kFirstChunk << c entries and is never freed or
+  // moved, so readers need no lock; slots_ (release/acquire) publishes new entries and chunks.
+  static constexpr std::uintptr_t kSkip = 1; // headers are 64-byte aligned
+  static constexpr std::size_t kFirstChunk = 1024;
+  static constexpr int kChunks = 44; // 1024 * (2^44 - 1) slots: more than any memory holds
+  std::atomic<std::uintptr_t> &entry(std::size_t i) const;
+  void reserve_entry();                   // makes sure add_entry has room; may throw
+  std::size_t add_entry(std::byte *base); // cannot fail after reserve_entry
 
   std::size_t min_capacity_;
   std::size_t next_region_bytes_;
   AttachFn attach_;
   std::vector<Region> regions_;
+  std::atomic<std::size_t> attached_bytes_{0};
+  std::atomic<int> region_count_{0};
   std::byte *bump_ = nullptr;
   std::byte *bump_end_ = nullptr;
-  std::vector<std::vector<std::byte *>> free_; // free slots per capacity class (log2)
+  std::vector<std::vector<Block>> free_; // free slots per capacity class (log2)
+  std::unique_ptr<std::atomic<std::uintptr_t>[]> chunks_[kChunks];
+  std::atomic<std::size_t> slots_{0};
 };
 
 } // namespace rmastore::internal

@@ -62,7 +62,7 @@ bool all_ok(MPI_Comm comm, bool ok) {
 // ------------------------------------------------------------------------------------------------
 // Creation and teardown
 
-std::unique_ptr<Store> Store::create(MPI_Comm comm, const Config &cfg) {
+std::unique_ptr<Store> Store::create(MPI_Comm comm, const Config &cfg, store_status_t local_error) {
   int provided = MPI_THREAD_SINGLE;
   check_mpi(MPI_Query_thread(&provided), "MPI_Query_thread");
   // The caller's communicator may have a fatal error handler; ours must return errors, even
@@ -89,6 +89,7 @@ std::unique_ptr<Store> Store::create(MPI_Comm comm, const Config &cfg) {
         (cfg.recovery == STORE_RECOVERY_LOCALIZED && cfg.detector == STORE_DETECTOR_OFF)) {
       local = STORE_ERR_ARG;
     }
+    if (local == STORE_OK) local = local_error;
     // Every process learns every other's verdict and the range of each setting in one call.
     const auto as64 = [](auto v) { return static_cast<std::int64_t>(v); };
     const std::int64_t mine[] = {
@@ -206,6 +207,10 @@ Store::~Store() {
   (void)allocator_.release();
   if (ctrl_ != MPI_COMM_NULL) MPI_Comm_free(&ctrl_);
   if (comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+}
+
+void Store::stop_for_mpi_finalize() {
+  stop_runtime();
 }
 
 void Store::finalize() {
@@ -406,6 +411,7 @@ CtrlMsg Store::grant_locked(HeldSlot &slot, const CtrlMsg &msg, int source, std:
       RMASTORE_FAULT_POINT("enlarge.serve");
       SlotAllocator::Block bigger = allocator_->allocate(msg.length, msg.key, static_cast<Ns>(msg.ns));
       SlotAllocator::copy_value(slot.block, bigger);
+      allocator_->mark_moved(slot.block); // the copy is counted in `bigger` from now on
       slot.retired = slot.block;
       slot.block = bigger;
       for (int reader : slot.readers) {
@@ -1074,20 +1080,26 @@ void Store::info(store_info_t &out) const {
   out.rank = rank_;
   out.replicas = config_.replicas;
   out.nodes = placement()->nodes();
-  {
-    std::lock_guard lk(table_mutex_);
-    out.local_copies = 0;
-    out.local_bytes = 0;
-    for (const auto &kv : table_) {
-      if (kv.first.ns != Ns::kValue) continue;
+  // Counted from the allocator's directory of slots, not from the slot table: the table's lock
+  // would stop the helper, and with it every request of the other processes to this one, for
+  // the whole walk (issue 9: 4.4 ms instead of 0.4 ms per operation with a thread calling this
+  // often). Every slot in use holds a copy of its namespace; slots released or quarantined are
+  // marked retired, and a moved slot is marked in the directory until it is released.
+  out.local_copies = 0;
+  out.local_bytes = 0;
+  out.attached_bytes = 0;
+  out.attached_regions = 0;
+  if (allocator_) {
+    RMASTORE_FAULT_DELAY("info.walk");
+    allocator_->for_each_slot([&](const std::byte *base) {
       SlotHeader h;
-      std::memcpy(&h, kv.second.block.base, sizeof h);
-      if (h.version == kNoVersion) continue;
+      std::memcpy(&h, base, sizeof h);
+      if (h.owner == kSlotRetired || flags_ns(h.flags) != Ns::kValue || h.version == kNoVersion) return;
       ++out.local_copies;
       out.local_bytes += h.length;
-    }
-    out.attached_bytes = allocator_ ? allocator_->attached_bytes() : 0;
-    out.attached_regions = allocator_ ? static_cast<int>(allocator_->regions().size()) : 0;
+    });
+    out.attached_bytes = allocator_->attached_bytes();
+    out.attached_regions = allocator_->region_count();
   }
   out.helper_cpu_seconds = helper_ ? helper_->cpu_seconds() : 0.0;
   out.enlargements_served = enlargements_served_;

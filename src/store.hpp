@@ -80,7 +80,9 @@ CtrlMsg copy_reply(const CtrlMsg &msg, const SlotAllocator::Block &block, SlotHe
 class Store final {
 public:
   // Collective over comm. Throws StoreError with the status every process agreed on.
-  static std::unique_ptr<Store> create(MPI_Comm comm, const Config &config);
+  // `local_error` is a failure this process found before the call (the caller's set-up): it
+  // fails creation on every process like an invalid argument does.
+  static std::unique_ptr<Store> create(MPI_Comm comm, const Config &config, store_status_t local_error = STORE_OK);
   ~Store();
   Store(const Store &) = delete;
   Store &operator=(const Store &) = delete;
@@ -99,6 +101,10 @@ public:
   void back_to_normal(); // collective
   // Collective.
   void finalize();
+  // Local, with no collective call: stops the helper and repair threads, so that no thread of
+  // the store calls MPI after MPI_Finalize. Called at the start of MPI_Finalize (capi.cpp);
+  // the store is unusable afterwards, and whatever MPI holds for it is freed by MPI_Finalize.
+  void stop_for_mpi_finalize();
   void info(store_info_t &out) const;
   void last_recovery(store_recovery_t &out) const;
 

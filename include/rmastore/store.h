@@ -68,11 +68,16 @@ typedef enum store_status {
   STORE_ERR_CONFIG_MISMATCH = -5,
   /** store_init: MPI is not initialised with MPI_THREAD_MULTIPLE on every process. */
   STORE_ERR_THREAD_LEVEL = -6,
-  /** MPI is not initialised, or already finalized. */
+  /** MPI is not initialised, or already finalized (or being finalized). */
   STORE_ERR_MPI_STATE = -7,
   /** An MPI call failed for a reason other than a process failure. */
   STORE_ERR_MPI = -8,
-  /** Memory for a slot or internal state could not be allocated. */
+  /** Memory for a slot or internal state could not be allocated, here or at a holder of the
+   *  key. This includes running out of window regions: MPI limits the memory regions one process
+   *  attaches to a window (Open MPI: MCA parameter osc_rdma_max_attach, default 64). Regions
+   *  double in size as the store grows (up to 16 GiB each), so the limit is reached only after
+   *  hundreds of GiB per process; then puts that need a new slot there return this status (at
+   *  once, never waiting), while keys whose slots are big enough can still be put. */
   STORE_ERR_NO_MEMORY = -9,
   /** The value is larger than STORE_MAX_VALUE_SIZE. */
   STORE_ERR_TOO_LARGE = -10,
@@ -234,6 +239,12 @@ store_status_t store_get(store_t store, store_key_t key, void *buf, size_t capac
  * it returns STORE_ERR_PROC_FAILED; the handle is dead then. After failures, what cannot be freed
  * without the failed processes (the window and the memory attached to it) is left to
  * MPI_Finalize.
+ *
+ * MPI_Finalize with stores still open (e.g. an application leaving through an error path) is
+ * allowed: at its start, each open store's threads are stopped (locally, no communication), and
+ * from then on every call on the store returns STORE_ERR_MPI_STATE. store_finalize then sets
+ * *store to NULL and returns STORE_ERR_MPI_STATE; the store's memory is not freed (its MPI
+ * objects went with MPI_Finalize).
  */
 store_status_t store_finalize(store_t *store);
 
@@ -358,7 +369,8 @@ typedef struct store_info {
   int nodes;
   /** Copies held by this process, and the bytes of values in them. */
   uint64_t local_copies, local_bytes;
-  /** Bytes of memory attached to the window by this process, and number of regions. */
+  /** Bytes of memory attached to the window by this process, and number of regions (at most
+   *  the MPI library's limit, see STORE_ERR_NO_MEMORY). */
   uint64_t attached_bytes;
   int attached_regions;
   /** CPU seconds used by this process's helper thread so far. */
@@ -379,7 +391,10 @@ typedef struct store_info {
 /** Fills *info with its struct_size. Local. */
 store_status_t store_info_init(store_info_t *info);
 
-/** Fills *info for this process. Local. */
+/** Fills *info for this process. Local. It does not delay the helper thread, so calling it often
+ *  does not slow down other processes' requests. local_copies and local_bytes are counted while
+ *  puts may land: they are exact when no put or move of a copy held here is under way, and may
+ *  be off by the copies in flight otherwise. */
 store_status_t store_get_info(store_t store, store_info_t *info);
 
 #ifdef __cplusplus
