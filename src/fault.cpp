@@ -45,9 +45,17 @@ constexpr const char *kPoints[] = {"put.start",
                                    "recover.start",
                                    "recover.after_revoke",
                                    "recover.after_shrink",
+                                   "recover.after_barrier",
+                                   "recover.after_ids",
+                                   "runtime.after_ctrl_dup",
+                                   "runtime.before_window",
+                                   "runtime.before_bells",
                                    "recover.after_window",
                                    "recover.rereplicate",
+                                   "recover.before_move",
                                    "recover.after_rereplicate",
+                                   "recover.before_agree",
+                                   "put.stale",
                                    "lock.acquired",
                                    "lock.break",
                                    "repair.transfer"};
@@ -137,7 +145,7 @@ void fault_set_rank(int rank) {
   g_rank.store(rank);
 }
 
-void fault_point(const char *name) {
+bool fault_armed(const char *name) {
   std::lock_guard lk(g_mutex);
   if (!g_parsed) parse_locked();
   for (Spec &s : g_specs) {
@@ -149,9 +157,21 @@ void fault_point(const char *name) {
       // Named after the spec that fired, in its full form <point>@<rank>#<n>.
       write_marker("fault-fired." + s.point + "@" + std::to_string(rank) + "#" + std::to_string(s.nth),
                    s.point + " rank " + std::to_string(rank) + " hit " + std::to_string(s.hits) + "\n");
-      raise(SIGKILL);
+      return true;
     }
   }
+  return false;
+}
+
+void fault_point(const char *name) {
+  if (fault_armed(name)) raise(SIGKILL);
+}
+
+void fault_save_write(int holder_id, std::uint64_t address, const void *bytes, std::size_t length) {
+  const std::uint64_t head[2] = {address, length};
+  std::string record(reinterpret_cast<const char *>(head), sizeof head);
+  record.append(static_cast<const char *>(bytes), length);
+  write_marker("stale." + std::to_string(holder_id), record);
 }
 
 bool fault_off(const char *mechanism) {

@@ -13,12 +13,22 @@
 // misspelled name or a count never reached cannot pass unnoticed.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
+
 namespace rmastore::internal {
 
 #if defined(RMASTORE_FAULT_INJECTION)
 void fault_set_rank(int rank);
 void fault_point(const char *name);
 #define RMASTORE_FAULT_POINT(name) ::rmastore::internal::fault_point(name)
+// A point whose death the caller stages itself: true (marker written) where RMASTORE_FAULT
+// would kill; the caller then saves what it needs and raises SIGKILL.
+bool fault_armed(const char *name);
+#define RMASTORE_FAULT_ARMED(name) ::rmastore::internal::fault_armed(name)
+// Saves, as the file stale.<holder_id> in the verdict directory, a write that a process dying
+// at put.stale would have sent: a test lands it after the recovery (tests/test_recover_stale.cpp).
+void fault_save_write(int holder_id, std::uint64_t address, const void *bytes, std::size_t length);
 // RMASTORE_DELAY=<point>:<microseconds>[,...] makes every process sleep that long each time it
 // reaches <point>: tests stretch a phase (a repair) to observe what runs beside it. The delays
 // are multiplied by RMASTORE_TEST_TIME_SCALE (default 1), like every time bound of the tests.
@@ -43,6 +53,8 @@ void trace(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
   do {                                                                                                                 \
   } while (0)
 inline void fault_set_rank(int) {}
+#define RMASTORE_FAULT_ARMED(name) false
+inline void fault_save_write(int, std::uint64_t, const void *, std::size_t) {}
 #define RMASTORE_FAULT_OFF(mechanism) false
 #define RMASTORE_FAULT_POINT(name)                                                                                     \
   do {                                                                                                                 \

@@ -2,6 +2,8 @@
 
 #include "ulfm.hpp"
 
+#include <signal.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cstring>
@@ -825,6 +827,15 @@ std::vector<Store::HolderCache> Store::write_copies(Agent &a, const std::vector<
     std::byte *staging = a.staging.data();
     std::memcpy(staging, reinterpret_cast<const std::byte *>(&h) + kWriterOffset, kWriterBytes);
     if (len > 0) std::memcpy(staging + kWriterBytes, buf, len);
+    if (RMASTORE_FAULT_ARMED("put.stale")) {
+      // Test build: this process dies with its write to every copy unsent; the test lands the
+      // write after the recovery, as a delayed put would.
+      for (const HolderCache &hc : hcs) {
+        fault_save_write(ids_[static_cast<std::size_t>(hc.holder)], hc.address + kWriterOffset, staging,
+                         kWriterBytes + len);
+      }
+      raise(SIGKILL);
+    }
     for (std::size_t i = 0; i < hcs.size(); ++i) {
       if (i > 0) RMASTORE_FAULT_POINT("put.between_copies");
       write(hcs[i], kWriterOffset, staging, kWriterBytes + len);

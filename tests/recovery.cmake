@@ -46,3 +46,11 @@ foreach(point IN LISTS recover_steps)
   endif()
 endforeach()
 recover_death(recover.after_barrier "4" LOCALIZED_ONLY)
+
+# The stale-write fence: a put of a dead process lands after the recovery and must not
+# overwrite what a survivor wrote since (put.stale: the 2nd put of rank 1 dies unsent).
+add_executable(test_recover_stale test_recover_stale.cpp)
+target_link_libraries(test_recover_stale PRIVATE rmastore_test_util rmastore_build_flags)
+rmastore_add_mpi_test(test_recover_stale NP 3 KILLED 1 TIMEOUT 60 LABELS ulfm ENV RMASTORE_FAULT=put.stale@1\#2)
+rmastore_add_mpi_test(test_recover_stale NAME test_recover_stale_localized NP 3 ARGS --localized 1 KILLED 1 TIMEOUT 60
+                      LABELS ulfm localized ENV RMASTORE_FAULT=put.stale@1\#2)
