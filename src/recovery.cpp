@@ -40,13 +40,6 @@ bool failure_known(MPI_Comm comm) {
   return n > 0;
 }
 
-// Every survivor learns whether all succeeded. A process that failed meanwhile makes it false.
-bool agree(MPI_Comm comm, bool ok) {
-  int flag = ok ? 1 : 0;
-  const int rc = MPIX_Comm_agree(comm, &flag);
-  return rc == MPI_SUCCESS && flag == 1;
-}
-
 // What a survivor holds, reported to the key's coordinator.
 struct Report {
   std::uint64_t key;
@@ -206,8 +199,9 @@ store_status_t Store::recover(MPI_Comm *new_comm) {
   double shrink_s = 0, window_s = 0, rerep_s = 0;
   const int before =
       static_cast<int>(std::count_if(rank_of_id_.begin(), rank_of_id_.end(), [](int r) { return r >= 0; }));
+  bool keep_window = false;
   try {
-    shrink_and_agree(&shrink_s);
+    keep_window = shrink_and_agree(&shrink_s, before);
   } catch (const StoreError &e) {
     if (e.status() == STORE_ERR_PROC_FAILED || e.status() == STORE_ERR_RECOVER_AGAIN) return STORE_ERR_RECOVER_AGAIN;
     throw;
@@ -222,7 +216,7 @@ store_status_t Store::recover(MPI_Comm *new_comm) {
   std::string why;
   try {
     RMASTORE_FAULT_POINT("recover.after_shrink");
-    rebuild_window(&window_s);
+    rebuild_window(&window_s, keep_window);
     RMASTORE_FAULT_POINT("recover.after_window");
     rereplicate(&rerep_s);
     RMASTORE_FAULT_POINT("recover.after_rereplicate");
@@ -275,20 +269,27 @@ store_status_t Store::recover(MPI_Comm *new_comm) {
 
 // Revokes the store's communicators (waking every survivor that waits on them), shrinks to the
 // survivors and agrees on them, repeating while more processes fail.
-void Store::shrink_and_agree(double *seconds) {
+bool Store::shrink_and_agree(double *seconds, int members) {
   const std::int64_t t0 = Helper::now_ns();
   stop_runtime();
   app_->abandoned_rma.clear(); // aimed at failed processes: they never complete, and the window goes
   if (ctrl_ != MPI_COMM_NULL) MPIX_Comm_revoke(ctrl_);
   MPIX_Comm_revoke(comm_);
   RMASTORE_FAULT_POINT("recover.after_revoke");
+  bool keep = false;
   for (;;) {
     MPI_Comm shrunk = MPI_COMM_NULL;
     check_recovery(MPIX_Comm_shrink(comm_, &shrunk), "MPIX_Comm_shrink");
     check_mpi(MPI_Comm_set_errhandler(shrunk, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
+    int size = 0;
+    check_mpi(MPI_Comm_size(shrunk, &size), "MPI_Comm_size");
     // The shrunk communicator may still hold a process that failed during the shrink; the
-    // agreement finds out, uniformly on every survivor.
-    const bool ok = agree(shrunk, true);
+    // agreement finds out, uniformly on every survivor. Bit 1: this process's window spans
+    // exactly the survivors (an earlier attempt may have made it on some processes only).
+    int flag = 1 | (window_ != nullptr && size == members ? 2 : 0);
+    const int rc = MPIX_Comm_agree(shrunk, &flag);
+    const bool ok = rc == MPI_SUCCESS && (flag & 1) != 0;
+    keep = ok && (flag & 2) != 0;
     MPI_Comm old = comm_;
     comm_ = shrunk;
     MPI_Comm_free(&old);
@@ -296,6 +297,7 @@ void Store::shrink_and_agree(double *seconds) {
     MPIX_Comm_revoke(comm_);
   }
   *seconds = seconds_since(t0);
+  return keep;
 }
 
 // Retires the old window without flushing or unlocking it (that would wait on the failed), and
@@ -305,10 +307,14 @@ void Store::shrink_and_agree(double *seconds) {
 // process has been freed, creating any later window on a two-process communicator ends the
 // whole job (tests/ompi_window_after_failure.c reproduces it). Unused, such a window costs
 // Open MPI's bookkeeping only; MPI_Finalize frees it.
-void Store::rebuild_window(double *seconds) {
+void Store::rebuild_window(double *seconds, bool keep_window) {
   const std::int64_t t0 = Helper::now_ns();
-  if (window_) window_->abandon();
-  window_.reset();
+  // With no process lost the window still spans exactly the survivors, in the same order, and
+  // is kept: nothing of it is left behind (store_recover as compaction in the localized variant).
+  if (!keep_window) {
+    if (window_) window_->abandon();
+    window_.reset();
+  }
   if (ctrl_ != MPI_COMM_NULL) MPI_Comm_free(&ctrl_);
   ctrl_ = MPI_COMM_NULL;
   check_mpi(MPI_Comm_rank(comm_, &rank_), "MPI_Comm_rank");

@@ -158,8 +158,11 @@ void Store::build_runtime() {
   RMASTORE_FAULT_POINT("runtime.after_ctrl_dup");
   failures_ = std::make_unique<FailureState>(size_);
   RMASTORE_FAULT_POINT("runtime.before_window");
-  window_ = std::make_unique<RmaWindow>(comm_);
-  for (const SlotAllocator::Region &r : allocator_->regions()) window_->attach(r.base, r.bytes);
+  // A recovery that lost no process keeps its window (rebuild_window).
+  if (!window_) {
+    window_ = std::make_unique<RmaWindow>(comm_);
+    for (const SlotAllocator::Region &r : allocator_->regions()) window_->attach(r.base, r.bytes);
+  }
   RMASTORE_FAULT_POINT("runtime.before_bells");
   bells_ = std::make_unique<Doorbells>(comm_);
   helper_ = std::make_unique<Helper>(ctrl_, *bells_, *failures_, config_.detector, config_.helper_max_sleep_us);

@@ -348,8 +348,9 @@ private:
                                                     const std::map<std::uint64_t, std::vector<std::byte>> &values);
 
   // ---- recovery (recovery.cpp) ----
-  void shrink_and_agree(double *seconds);
-  void rebuild_window(double *seconds);
+  // Returns whether every survivor may keep its window: no process failed since it was made.
+  bool shrink_and_agree(double *seconds, int members);
+  void rebuild_window(double *seconds, bool keep_window);
   void rereplicate(double *seconds);
   void reset_grants();
 

@@ -14,7 +14,7 @@ rmastore_add_mpi_test(ompi_window_create_dead_peer NP 3 4 KILLED 1 TIMEOUT 60 LA
 set(recover_steps recover.start recover.after_revoke recover.after_shrink recover.after_ids
     runtime.after_ctrl_dup\#2 runtime.before_window\#2 runtime.before_bells\#2 recover.after_window
     recover.rereplicate recover.before_move recover.after_rereplicate recover.before_agree)
-# The steps around window creation also at the smallest and the largest process count.
+# Every step at 4 processes; the steps around window creation also at 3 and 8, the rest at 5.
 set(window_steps recover.after_ids runtime.after_ctrl_dup\#2 runtime.before_window\#2
     runtime.before_bells\#2 recover.after_window)
 function(recover_death point nps)
@@ -42,7 +42,7 @@ foreach(point IN LISTS recover_steps)
   if(point IN_LIST window_steps)
     recover_death(${point} "3;4;8")
   else()
-    recover_death(${point} "4")
+    recover_death(${point} "4;5")
   endif()
 endforeach()
 recover_death(recover.after_barrier "4" LOCALIZED_ONLY)
