@@ -30,6 +30,10 @@
 //   the last rank dies at a time all ranks agreed on, every survivor measures how long until a
 //   call reports the failure, then all recover. Reported with the goal 2 x (detection + shrink
 //   + lost bytes at the raw put bandwidth, measured in the same run).
+// --op recover-memory: heap bytes a store_recover with no failure keeps per call, both
+//   variants, against a raw recovery's communicator calls (dup, revoke, shrink, agree, free);
+//   --reps rounds (default 200).
+#include <malloc.h>
 #include <mpi.h>
 #include <sys/resource.h>
 
@@ -49,6 +53,7 @@
 #include "bench_util.hpp"
 #include "capi_internal.hpp"
 #include "rmastore/store.h"
+#include "ulfm.hpp"
 
 namespace {
 
@@ -109,11 +114,10 @@ Options parse(int argc, char **argv) {
       for (auto &v : split(next()))
         o.recoveries.push_back(v == "localized" ? STORE_RECOVERY_LOCALIZED : STORE_RECOVERY_GLOBAL);
     } else {
-      std::fprintf(
-          stderr,
-          "usage: store_bench [--op put,get,cpu,detectors,variants,pause,failure] [--sizes 8,4K,1M] [--replicas 1,2] "
-          "[--scenario idle,busy] [--reps N] [--max-sleep-us N] [--detector off,notify,ping] "
-          "[--mib N] [--recovery global|localized]\n");
+      std::fprintf(stderr, "usage: store_bench [--op put,get,cpu,detectors,variants,recover-memory,pause,failure] "
+                           "[--sizes 8,4K,1M] [--replicas 1,2] "
+                           "[--scenario idle,busy] [--reps N] [--max-sleep-us N] [--detector off,notify,ping] "
+                           "[--mib N] [--recovery global|localized]\n");
       MPI_Abort(MPI_COMM_WORLD, 2);
     }
   }
@@ -706,6 +710,67 @@ int main(int argc, char **argv) {
         std::printf("{\"op\":\"helper_cpu\",\"np\":%d,\"scenario\":\"idle\",\"max_sleep_us\":%d,"
                     "\"detector\":\"%s\",\"mean_pct_of_core\":%.2f,\"max_pct_of_core\":%.2f}\n",
                     np, cfg.helper_max_sleep_us, detector_name(det), sum / np, mx);
+        std::fflush(stdout);
+      }
+      MPI_Barrier(MPI_COMM_WORLD);
+      store_finalize(&s);
+    }
+  }
+
+  // Memory a store_recover with no failure keeps, per call, against the communicator work of a
+  // recovery done with raw ULFM calls in the same run (duplicate, revoke, shrink, agree, free).
+  if (std::find(opt.ops.begin(), opt.ops.end(), "recover-memory") != opt.ops.end()) {
+    const int rounds = opt.reps > 0 ? opt.reps : 200;
+    constexpr int kWarmup = 10;
+    const auto per_call = [&](auto &&round) {
+      std::size_t before = 0;
+      std::vector<double> t;
+      for (int i = 0; i < kWarmup + rounds; ++i) {
+        if (i == kWarmup) before = mallinfo2().uordblks;
+        MPI_Barrier(MPI_COMM_WORLD);
+        const double t0 = now_us();
+        round();
+        if (i >= kWarmup) t.push_back(now_us() - t0);
+      }
+      const double bytes = (static_cast<double>(mallinfo2().uordblks) - static_cast<double>(before)) / rounds;
+      double worst = 0;
+      MPI_Allreduce(&bytes, &worst, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+      return std::make_pair(worst, stats(t).median);
+    };
+    MPI_Comm base = MPI_COMM_NULL;
+    MPI_Comm_dup(MPI_COMM_WORLD, &base);
+    MPI_Comm_set_errhandler(base, MPI_ERRORS_RETURN);
+    const auto raw_cost = per_call([&] {
+      MPI_Comm dup = MPI_COMM_NULL, shrunk = MPI_COMM_NULL;
+      MPI_Comm_dup(base, &dup);
+      MPIX_Comm_revoke(dup);
+      MPIX_Comm_shrink(dup, &shrunk);
+      int flag = 1;
+      MPIX_Comm_agree(shrunk, &flag);
+      MPI_Comm_free(&dup);
+      MPI_Comm_free(&shrunk);
+    });
+    MPI_Comm_free(&base);
+    for (int rec : {STORE_RECOVERY_GLOBAL, STORE_RECOVERY_LOCALIZED}) {
+      store_config_t cfg;
+      store_config_init(&cfg);
+      cfg.replicas = std::min(2, np);
+      cfg.recovery = rec;
+      store_t s = nullptr;
+      if (store_init(MPI_COMM_WORLD, &cfg, &s) != STORE_OK) MPI_Abort(MPI_COMM_WORLD, 9);
+      for (int k = 0; k < 64; ++k) store_put(s, static_cast<store_key_t>(rank * 1000 + k), buf.data(), 64);
+      const auto cost = per_call([&] {
+        MPI_Comm c = MPI_COMM_NULL;
+        if (store_recover(s, &c) != STORE_OK) MPI_Abort(MPI_COMM_WORLD, 9);
+        MPI_Comm_free(&c);
+        store_back_to_normal(s);
+      });
+      if (rank == 0) {
+        std::printf("{\"op\":\"recover_memory\",\"np\":%d,\"recovery\":\"%s\",\"rounds\":%d,"
+                    "\"bytes_per_call\":%.0f,\"raw_bytes_per_call\":%.0f,\"median_us\":%.1f,\"raw_median_us\":%.1f,"
+                    "\"ratio\":%.2f}\n",
+                    np, rec == STORE_RECOVERY_GLOBAL ? "global" : "localized", rounds, cost.first, raw_cost.first,
+                    cost.second, raw_cost.second, cost.second / raw_cost.second);
         std::fflush(stdout);
       }
       MPI_Barrier(MPI_COMM_WORLD);
