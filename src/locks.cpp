@@ -338,11 +338,25 @@ std::vector<Store::Lock> Store::acquire_locks(Agent &a, const std::vector<LockRe
     release_locks(a, held);
     held.clear();
     asked.clear();
-    // Contended: one at a time, in order, queueing.
-    for (const LockRequest &r : reqs) {
-      asked.push_back(&r);
-      take(r, ask_all(a, {Ask{r.id, r.holder, ask(r, 0)}}).front());
-      RMASTORE_FAULT_POINT("lock.acquired");
+    // Contended: one at a time, in order, queueing. The repair thread queues only when it has
+    // nothing else to repair (Repairer::enter_queue); otherwise it comes back to this slot later.
+    Repairer *const repairer = a.kind == 1 ? repairer_.get() : nullptr;
+    if (repairer != nullptr && !repairer->enter_queue()) throw LocksBusy();
+    struct QueueGuard {
+      Repairer *r;
+      ~QueueGuard() {
+        if (r != nullptr) r->leave_queue();
+      }
+    } queue_guard{repairer};
+    try {
+      for (const LockRequest &r : reqs) {
+        asked.push_back(&r);
+        take(r, ask_all(a, {Ask{r.id, r.holder, ask(r, 0)}}).front());
+        RMASTORE_FAULT_POINT("lock.acquired");
+      }
+    } catch (const StoreError &) {
+      if (repairer != nullptr && repairer->interrupted()) throw LocksBusy();
+      throw;
     }
     return held;
   } catch (const std::exception &e) {

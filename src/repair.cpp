@@ -18,6 +18,17 @@
 // The repair thread is a second client thread (agent) next to the application thread: the
 // helper thread must never wait on other processes, because it serves their lock requests,
 // including those of repairs.
+//
+// The thread repairs one slot at a time, so it must not block on one slot's busy lock while
+// other slots wait: the busy lock's owner may itself be queued for a lock that a failed process
+// holds and that only one of those other repairs would take over and release. Seen with two
+// deaths and transactions: a survivor's commit held its keys up to k and queued for key k+1,
+// whose lock the dead repairer of k+1 held; the survivor's own repair thread, asked to repair
+// k+1, first queued for a key below it that the commit held, and nothing moved again. So the
+// thread queues for a lock only when that slot is all it has to do, and new work ends such a
+// wait; otherwise a busy slot is put off (LocksBusy) and tried again after the others. Its first,
+// non-queueing attempt (kLockTry) still takes over failed owners' locks, and giving them back
+// hands them to whoever queued for them.
 #include "repair.hpp"
 
 #include <algorithm>
@@ -31,7 +42,7 @@
 namespace rmastore::internal {
 
 Store::Repairer::Repairer(Store &s) : s_(s), agent_(s, 1) {
-  agent_.stop = &stop_;
+  agent_.stop = &interrupt_;
   std::lock_guard lk(s_.view_mutex_);
   repaired_ = s_.placement_;
   repaired_failures_ = s_.view_failures_.load();
@@ -49,6 +60,7 @@ void Store::Repairer::stop() {
   {
     std::lock_guard lk(mu_);
     stop_.store(true, std::memory_order_release);
+    interrupt_.store(true, std::memory_order_release);
   }
   cv_.notify_all();
   if (thread_.joinable()) thread_.join();
@@ -59,6 +71,7 @@ void Store::Repairer::request(const SlotId &id) {
   {
     std::lock_guard lk(mu_);
     requested_.insert(id);
+    if (queueing_) interrupt_.store(true, std::memory_order_release);
   }
   cv_.notify_all();
 }
@@ -67,8 +80,22 @@ void Store::Repairer::view_changed() {
   {
     std::lock_guard lk(mu_);
     view_dirty_ = true;
+    if (queueing_) interrupt_.store(true, std::memory_order_release);
   }
   cv_.notify_all();
+}
+
+bool Store::Repairer::enter_queue() {
+  std::lock_guard lk(mu_);
+  if (stop_.load() || others_ > 0 || !requested_.empty() || view_dirty_) return false;
+  queueing_ = true;
+  return true;
+}
+
+void Store::Repairer::leave_queue() {
+  std::lock_guard lk(mu_);
+  queueing_ = false;
+  interrupt_.store(stop_.load(), std::memory_order_release);
 }
 
 void Store::Repairer::stats(store_info_t &out) const {
@@ -113,12 +140,25 @@ void Store::Repairer::loop() {
     backlog_.store(work.size());
     bool complete = true;
     std::vector<SlotId> failed; // by other errors than a failure: tried again in a while
+    std::vector<SlotId> busy;   // a lock was busy and the thread could not queue: tried again next
+    std::size_t left = work.size();
     for (auto it = work.begin(); it != work.end(); ++it) {
       if (stop_.load()) return;
+      {
+        // What enter_queue weighs: while other slots wait, this one may not block the thread.
+        std::lock_guard lk(mu_);
+        others_ = --left + busy.size() + failed.size();
+      }
       try {
         s_.repair_slot(agent_, *it);
         RMASTORE_TRACE("repaired %llu/%u", (unsigned long long)it->key, static_cast<unsigned>(it->ns));
         repaired_slots_.fetch_add(1);
+      } catch (const LocksBusy &) {
+        if (stop_.load()) return;
+        RMASTORE_TRACE("repair of %llu/%u put off: a lock is busy", (unsigned long long)it->key,
+                       static_cast<unsigned>(it->ns));
+        busy.push_back(*it); // still in the backlog
+        continue;
       } catch (const StoreError &e) {
         if (stop_.load()) return;
         RMASTORE_TRACE("repair of %llu/%u: %s", (unsigned long long)it->key, static_cast<unsigned>(it->ns), e.what());
@@ -145,16 +185,22 @@ void Store::Repairer::loop() {
       }
       backlog_.fetch_sub(1);
     }
-    backlog_.store(0);
     std::unique_lock lk(mu_);
+    others_ = 0;
+    // Back into the request set before the backlog drops, so that stats() always counts them.
+    requested_.insert(busy.begin(), busy.end());
+    requested_.insert(failed.begin(), failed.end());
+    backlog_.store(0);
     if (complete && dirty) {
       repaired_ = now;
       repaired_failures_ = now_failures;
     }
     if (!failed.empty()) {
       // Still counted in the backlog; a pause, or the same error would repeat at once.
-      requested_.insert(failed.begin(), failed.end());
       cv_.wait_for(lk, std::chrono::milliseconds(100), [&] { return stop_.load(); });
+    } else if (!busy.empty() && busy.size() == work.size()) {
+      // Every slot was busy: their lockers need time, not another round of lock requests at once.
+      cv_.wait_for(lk, std::chrono::milliseconds(1), [&] { return stop_.load(); });
     }
   }
 }
