@@ -23,3 +23,7 @@ rmastore_add_mpi_test(test_contract_info NAME test_contract_info_localized NP 2 
                       ARGS --gtest_filter=ContractInfo.Counts* ENV RMASTORE_TEST_RECOVERY=localized)
 rmastore_add_mpi_test(test_contract_info NAME test_contract_info_nonblocking NP 2 TIMEOUT 60
                       ARGS --gtest_filter=ContractInfo.DoesNotBlock* ENV RMASTORE_DELAY=info.walk:2000000)
+
+# Memory kept per store_init/store_finalize cycle: bounded (see the test for what is kept, and
+# why Open MPI's part under --with-ft ulfm cannot be avoided).
+rmastore_add_mpi_test(test_contract_leak SOURCES test_contract_leak.cpp NP 1 TIMEOUT 60)
