@@ -261,7 +261,8 @@ store_status_t store_finalize(store_t *store);
  * Steps: revoke the store's communicators, shrink them, agree on the survivors (repeating while
  * further processes fail), retire the old window without flushing, unlocking or freeing it (an
  * Open MPI defect, docs/failures.md), create a new window on the survivors and attach each
- * survivor's slot memory again, then re-replicate:
+ * survivor's slot memory again (a call that lost no process keeps its window), then
+ * re-replicate:
  * every key whose copies were on failed processes gets new copies from a surviving one, so
  * that it has `replicas` copies again. Only lost copies move.
  *
@@ -269,9 +270,13 @@ store_status_t store_finalize(store_t *store);
  * same order as before, for the application to use; the caller frees it. store_last_recovery
  * describes what happened, including the keys of which every copy was lost.
  *
- * STORE_ERR_RECOVER_AGAIN: another process failed meanwhile; call store_recover again (on every
- * survivor). Any number of further failures is handled this way; what was already restored
+ * STORE_ERR_RECOVER_AGAIN: another process failed meanwhile, at any step; call store_recover
+ * again (on every survivor). Every survivor gets the same status: all end the attempt in one
+ * agreement. Any number of further failures is handled this way; what was already restored
  * stays restored. Nothing is lost as long as each key kept at least one copy.
+ *
+ * Another error (STORE_ERR_NO_MEMORY, STORE_ERR_MPI, ...) on one survivor: that survivor returns
+ * it and every other survivor STORE_ERR_PEER. The store can then only be finalized.
  *
  * Data that a process wrote before it failed, and that is still in flight, never lands in
  * memory that recovery reused: slots a failed process could write are retired, not reused.
