@@ -2,14 +2,8 @@
 // repeated calls keep the store whole.
 #include <gtest/gtest.h>
 
-#include <malloc.h>
-
 #include <algorithm>
 #include <vector>
-
-#if defined(__SANITIZE_ADDRESS__)
-#include <sanitizer/allocator_interface.h>
-#endif
 
 #include "test_util.hpp"
 
@@ -27,15 +21,6 @@ std::uint64_t version_of(store_t s, store_key_t key, std::size_t len) {
   if (store_get(s, key, buf.data(), buf.size(), &got) != STORE_OK) return 0;
   std::uint64_t v = 0;
   return check_value(key, buf.data(), got, &v) ? v : 0;
-}
-
-// Bytes this process has allocated and not freed.
-std::size_t heap_in_use() {
-#if defined(__SANITIZE_ADDRESS__)
-  return __sanitizer_get_current_allocated_bytes();
-#else
-  return mallinfo2().uordblks;
-#endif
 }
 
 class RecoverReport : public ::testing::TestWithParam<int> {};

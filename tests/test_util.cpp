@@ -1,5 +1,11 @@
 #include "test_util.hpp"
 
+#include <malloc.h>
+
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/allocator_interface.h>
+#endif
+
 #include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
@@ -126,6 +132,14 @@ store_t make_store(int replicas, std::size_t initial_slot_size, int recovery) {
   store_t s = nullptr;
   if (store_init(MPI_COMM_WORLD, &cfg, &s) != STORE_OK) return nullptr;
   return s;
+}
+
+std::size_t heap_in_use() {
+#if defined(__SANITIZE_ADDRESS__)
+  return __sanitizer_get_current_allocated_bytes();
+#else
+  return mallinfo2().uordblks;
+#endif
 }
 
 bool all_ranks(bool ok) {

@@ -53,6 +53,10 @@ int test_recovery();
 // variant test_recovery() names unless `recovery` (a store_recovery_kind_t) is given.
 store_t make_store(int replicas, std::size_t initial_slot_size = 64, int recovery = -1);
 
+// Bytes this process has allocated and not freed: glibc's count, or the sanitizer allocator's
+// in an AddressSanitizer build (where glibc's reads 0).
+std::size_t heap_in_use();
+
 // Agreement across ranks: true only if `ok` is true on every rank.
 bool all_ranks(bool ok);
 
