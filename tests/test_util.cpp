@@ -3,7 +3,8 @@
 #include <malloc.h>
 
 #if defined(__SANITIZE_ADDRESS__)
-#include <sanitizer/allocator_interface.h>
+// The sanitizer runtime's allocator statistics (GCC installs no header for them).
+extern "C" std::size_t __sanitizer_get_current_allocated_bytes();
 #endif
 
 #include <fcntl.h>
