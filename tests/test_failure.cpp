@@ -418,6 +418,13 @@ public:
     if (e.kill_at >= 0 && in(e.killers, me_)) die_by_own_hand("killer: with the first failure it saw");
   }
 
+  // A victim still alive, and not meant to die inside store_recover or the background repair,
+  // dies now.
+  void victim_dies(const Episode &e) {
+    if (in(e.victims, me_) && !dies_in_recovery(me_) && !dies_in_repair(me_))
+      die_by_own_hand("victim still alive after its operations");
+  }
+
   // A killer's death at its operation `ops`.
   void kill_at(const Episode &e, int ops) {
     if (e.kill_at < 0 || ops != e.kill_at || !in(e.killers, me_)) return;
@@ -499,8 +506,7 @@ public:
     // others keep asking until they hear of it. The runner fails the scenario if a fault point
     // the scenario expected did not fire (this death leaves another marker). A call must never
     // hang: the bound only tells a hang from a slow machine.
-    if (in(e.victims, me_) && !dies_in_recovery(me_) && !dies_in_repair(me_))
-      die_by_own_hand("victim still alive after its operations");
+    victim_dies(e);
     if (opt_.localized) {
       if (dies_in_repair(me_)) {
         // The point fires while this rank repairs after another's death; if the repair never
@@ -752,10 +758,14 @@ int main(int argc, char **argv) {
   std::size_t compacted = 0; // deaths before the last compaction
   for (std::size_t e = 0; e < opt.episodes.size(); ++e) {
     const Episode &ep = opt.episodes[e];
-    if (!(e == 0 && early))
+    if (!(e == 0 && early)) {
       run.operate(ep, 2 + 100 * e);
-    else
+    } else {
+      // A death during the first puts: the episode's other victims must not live on into the
+      // recovery (a data-path fault point they did not reach yet would fire after it).
       run.saw_failure(ep);
+      run.victim_dies(ep);
+    }
     if (comm != MPI_COMM_NULL) MPI_Comm_free(&comm);
     if (opt.localized) {
       // The survivors carried on. Once the background repair settled, every key must be whole
