@@ -13,14 +13,6 @@ store_key_t key_of(int rank, int k) {
   return static_cast<store_key_t>(200000 + rank * 100 + k);
 }
 
-std::uint64_t version_of(store_t s, store_key_t key, std::size_t len) {
-  std::vector<std::byte> buf(len + 100);
-  size_t got = 0;
-  if (store_get(s, key, buf.data(), buf.size(), &got) != STORE_OK) return 0;
-  std::uint64_t v = 0;
-  return check_value(key, buf.data(), got, &v) ? v : 0;
-}
-
 } // namespace
 
 TEST(Tx, CommitMakesEveryValueVisible) {

@@ -135,6 +135,14 @@ store_t make_store(int replicas, std::size_t initial_slot_size, int recovery) {
   return s;
 }
 
+std::uint64_t version_of(store_t s, store_key_t key, std::size_t len) {
+  std::vector<std::byte> buf(len + 100);
+  size_t got = 0;
+  if (store_get(s, key, buf.data(), buf.size(), &got) != STORE_OK) return 0;
+  std::uint64_t v = 0;
+  return check_value(key, buf.data(), got, &v) ? v : 0;
+}
+
 std::size_t heap_in_use() {
 #if defined(__SANITIZE_ADDRESS__)
   return __sanitizer_get_current_allocated_bytes();

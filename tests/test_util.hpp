@@ -45,6 +45,10 @@ std::vector<std::byte> make_value(std::uint64_t key, std::uint64_t version, std:
 // True if buf[0..len) is make_value(key, version, len) for some version; stores it in *version.
 bool check_value(std::uint64_t key, const std::byte *buf, std::size_t len, std::uint64_t *version);
 
+// The version of make_value that store_get returns for `key` (at most `len` bytes long), or 0
+// if the get fails or the value is not one make_value made.
+std::uint64_t version_of(store_t s, store_key_t key, std::size_t len);
+
 // The recovery variant the tests run under: RMASTORE_TEST_RECOVERY=localized selects
 // STORE_RECOVERY_LOCALIZED, anything else the default.
 int test_recovery();
