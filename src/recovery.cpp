@@ -242,10 +242,11 @@ store_status_t Store::recover(MPI_Comm *new_comm) {
   const int rc = MPIX_Comm_agree(comm_, &flag);
   if (rc != MPI_SUCCESS || flag != 3) {
     if (dup != MPI_COMM_NULL) MPI_Comm_free(&dup);
-    if (rc != MPI_SUCCESS || (flag & 2) != 0 || failed_here) return STORE_ERR_RECOVER_AGAIN;
+    if (rc != MPI_SUCCESS || (flag & 2) != 0) return STORE_ERR_RECOVER_AGAIN;
     // Some survivor could not complete for another reason (memory, MPI): the store cannot be
-    // used any more. That survivor reports its own error, the others that one failed.
-    if (local != STORE_OK) throw StoreError(local, why);
+    // used any more. That survivor reports its own error, every other one (also one that saw
+    // only the failures this caused) that another failed.
+    if (local != STORE_OK && !failed_here) throw StoreError(local, why);
     throw StoreError(STORE_ERR_PEER, "store_recover failed on another process");
   }
   // The epoch moves before any thread that takes slot locks starts: a lock word is taken and
@@ -301,7 +302,8 @@ bool Store::shrink_and_agree(double *seconds, int members) {
 }
 
 // Retires the old window without flushing or unlocking it (that would wait on the failed), and
-// creates a new one on the survivors with the same memory attached.
+// creates a new one on the survivors with the same memory attached; keeps it when
+// shrink_and_agree found that no process was lost.
 //
 // The old window is not freed: with Open MPI 5.0.7, once a dynamic window that spanned a failed
 // process has been freed, creating any later window on a two-process communicator ends the

@@ -26,12 +26,10 @@ public:
   RmaWindow &operator=(const RmaWindow &) = delete;
 
   // Throws StoreError(STORE_ERR_NO_MEMORY), without asking MPI, once the window holds as many
-  // regions as the MPI library allows (max_regions()): Open MPI 5.0.7's osc/rdma fails the
+  // regions as the MPI library allows: Open MPI 5.0.7's osc/rdma fails the
   // attach beyond its limit while keeping its region lock, after which every later attach on
   // the window spins forever (osc_rdma_dynamic.c, ompi_osc_rdma_attach).
   void attach(void *base, std::size_t bytes);
-  int regions() const { return regions_; }
-  int max_regions() const { return max_regions_; }
   // Ends the epoch and frees the window (collective). Only valid when no request is pending.
   void close();
   // Forgets the window without freeing it (see Store::rebuild_window); MPI_Finalize frees it.
@@ -39,14 +37,15 @@ public:
 
   MPI_Win handle() const { return win_; }
 
-  // The number of regions a dynamic window may have: Open MPI's osc_rdma_max_attach, read
-  // through the MPI tool interface, else kFallbackMaxRegions.
-  static int read_max_regions();
   // Used when the MPI library does not expose osc_rdma_max_attach: the smallest limit of Open
   // MPI's one-sided components (osc/ucx has a fixed 32 in some releases).
   static constexpr int kFallbackMaxRegions = 32;
 
 private:
+  // The number of regions a dynamic window may have: Open MPI's osc_rdma_max_attach, read
+  // through the MPI tool interface, else kFallbackMaxRegions.
+  static int read_max_regions();
+
   MPI_Win win_ = MPI_WIN_NULL;
   int regions_ = 0; // every MPI_Win_attach on this window, whoever asked for it
   int max_regions_ = kFallbackMaxRegions;

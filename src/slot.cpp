@@ -184,19 +184,21 @@ std::byte *SlotAllocator::carve(std::size_t bytes) {
 SlotAllocator::Block SlotAllocator::allocate(std::size_t need, std::uint64_t key, Ns ns) {
   const std::size_t cap = capacity_class(need, min_capacity_);
   const auto cls = static_cast<std::size_t>(std::countr_zero(cap));
+  const SlotHeader h = empty_header(cap, key, ns);
+  // The header is written before the slot is published in the directory (for_each_slot).
   Block b;
   if (!free_[cls].empty()) {
     b = free_[cls].back();
     free_[cls].pop_back();
+    std::memcpy(b.base, &h, sizeof h);
+    entry(b.index).store(reinterpret_cast<std::uintptr_t>(b.base), std::memory_order_release);
   } else {
     reserve_entry(); // first: a slot carved must find its place in the directory
     b.base = carve(slot_bytes(cap));
     b.capacity = cap;
+    std::memcpy(b.base, &h, sizeof h);
     b.index = add_entry(b.base);
   }
-  const SlotHeader h = empty_header(cap, key, ns);
-  std::memcpy(b.base, &h, sizeof h);
-  entry(b.index).store(reinterpret_cast<std::uintptr_t>(b.base), std::memory_order_release);
   return b;
 }
 

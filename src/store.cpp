@@ -1096,9 +1096,8 @@ void Store::info(store_info_t &out) const {
   out.nodes = placement()->nodes();
   // Counted from the allocator's directory of slots, not from the slot table: the table's lock
   // would stop the helper, and with it every request of the other processes to this one, for
-  // the whole walk (issue 9: 4.4 ms instead of 0.4 ms per operation with a thread calling this
-  // often). Every slot in use holds a copy of its namespace; slots released or quarantined are
-  // marked retired, and a moved slot is marked in the directory until it is released.
+  // the whole walk (test_contract_info_nonblocking). Every slot in use holds a copy of its namespace; slots released or
+  // quarantined are marked retired, and a moved slot is marked in the directory until it is released.
   out.local_copies = 0;
   out.local_bytes = 0;
   out.attached_bytes = 0;
