@@ -61,8 +61,8 @@ TEST_P(RecoverReport, CommittedTransactionsAreNotCountedAsRolledBack) {
 }
 
 // A store_recover that lost no process keeps its window instead of leaving one behind (about
-// 24 KB each, measured). What stays is Open MPI's: about 0.36 KB per revoke and shrink of a
-// communicator and a little per duplication (docs/failures.md).
+// 24 KB each). What stays is less than the communicator calls of a recovery keep inside Open MPI
+// (store_bench --op recover-memory, docs/benchmarks.md).
 TEST_P(RecoverReport, RepeatedRecoveryKeepsMemoryBounded) {
   store_t s = make_store(2, 64, GetParam());
   ASSERT_NE(s, nullptr);
