@@ -249,9 +249,8 @@ store_status_t store_get(store_t store, store_key_t key, void *buf, size_t capac
  * Memory: a store_init/store_finalize cycle keeps 64 bytes, the dead handle (so that stale
  * copies of it get STORE_ERR_HANDLE). Under `mpirun --with-ft ulfm`, Open MPI 5.0.7 itself keeps
  * about 2.2 KB more per window created (one per store_init, one per store_recover that lost a
- * process): it warns that
- * osc/rdma is untested after failures, and its help-message delivery never frees two PMIx
- * arrays (docs/api.md).
+ * process): it warns that osc/rdma is untested after failures, and its help-message delivery
+ * never frees two PMIx arrays (docs/api.md).
  */
 store_status_t store_finalize(store_t *store);
 
