@@ -2,6 +2,7 @@
 # Runs one MPI test and judges it by what every rank reports, not by mpirun's exit code (which
 # is 0 even after a rank was killed).
 #   mpirun_test.sh <mpirun> <np> <expected passing ranks> <timeout s> <exe> [args...]
+# RMASTORE_TEST_HOSTS=N: across N simulated hosts (scripts/multihost.sh).
 set -u
 mpirun=$1 np=$2 expect=$3 limit=$4
 shift 4
@@ -22,7 +23,12 @@ flags=(--with-ft ulfm --mca async_mpi_finalize 1 --oversubscribe --bind-to none 
 # Pass the library's and the tests' own settings (RMASTORE_*) on to every rank.
 for v in $(compgen -e | grep '^RMASTORE_' || true); do flags+=(-x "$v"); done
 # --with-ft ulfm makes every rank print that osc/rdma is untested after failures; expected noise.
-RMASTORE_TEST_VERDICT_DIR=$dir timeout --kill-after=10 "$limit" "$mpirun" "${flags[@]}" "$@" 2>&1 |
+# RMASTORE_TEST_HOSTS=N spreads the ranks over N simulated hosts, talking TCP between hosts.
+launch=("$mpirun")
+if [ -n "${RMASTORE_TEST_HOSTS:-}" ]; then
+  launch=("$(dirname "$0")/../scripts/multihost.sh" run "$RMASTORE_TEST_HOSTS" "$mpirun")
+fi
+RMASTORE_TEST_VERDICT_DIR=$dir timeout --kill-after=10 "$limit" "${launch[@]}" "${flags[@]}" "$@" 2>&1 |
   grep -a -v -e "is not tested for post-failure operation" -e "help-mpi-ft.txt" -e "^ *osc module" \
           -e "Set the MCA parameter" -e "^ *(default: yes)" -e "^-----*$"
 rc=${PIPESTATUS[0]}

@@ -2,17 +2,22 @@
 // call by the writer, every holder finds the new value in its own memory.
 //
 // The writer tells the holders "my put returned" through a POSIX shared-memory word (all ranks
-// of this test run on one machine), not through MPI. A holder then reads its copy exactly once,
+// of this test run on one machine, also across the simulated hosts of scripts/multihost.sh,
+// which share /dev/shm but talk MPI over TCP), not through MPI. A holder then reads its copy exactly once,
 // with no retry: if the data were still in flight, the check would fail.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <array>
 #include <atomic>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "capi_internal.hpp"
 #include "test_util.hpp"
@@ -56,6 +61,17 @@ bool wait_for(const std::atomic<std::uint64_t> &word, std::uint64_t value) {
   return true;
 }
 
+std::vector<std::string> host_of_rank() {
+  std::array<char, 64> mine{};
+  gethostname(mine.data(), mine.size() - 1);
+  std::vector<char> all(mine.size() * static_cast<std::size_t>(world_size()));
+  MPI_Allgather(mine.data(), static_cast<int>(mine.size()), MPI_CHAR, all.data(), static_cast<int>(mine.size()),
+                MPI_CHAR, MPI_COMM_WORLD);
+  std::vector<std::string> hosts;
+  for (int r = 0; r < world_size(); ++r) hosts.emplace_back(&all[static_cast<std::size_t>(r) * mine.size()]);
+  return hosts;
+}
+
 } // namespace
 
 TEST(RemoteCompletion, HoldersSeeTheValueAsSoonAsPutReturns) {
@@ -69,7 +85,8 @@ TEST(RemoteCompletion, HoldersSeeTheValueAsSoonAsPutReturns) {
   const int r = impl->placement()->replicas();
   std::vector<int> holders(static_cast<std::size_t>(r));
 
-  std::uint64_t seq = 0, checks_expected = 0;
+  const auto hosts = host_of_rank();
+  std::uint64_t seq = 0, checks_expected = 0, across_hosts = 0;
   // Small values (one put with the header), large ones (value and header as separate puts),
   // first puts (slot allocation) and repeat puts (pure RMA), from every rank in turn.
   for (int writer = 0; writer < p; ++writer) {
@@ -93,6 +110,7 @@ TEST(RemoteCompletion, HoldersSeeTheValueAsSoonAsPutReturns) {
           EXPECT_TRUE(valid) << "copy of key " << key << " not complete when put returned";
           EXPECT_EQ(h.version, version) << "key " << key;
           EXPECT_EQ(got, make_value(key, version, len)) << "key " << key;
+          if (hosts[static_cast<std::size_t>(me)] != hosts[static_cast<std::size_t>(writer)]) ++across_hosts;
           ch->checked.fetch_add(1, std::memory_order_acq_rel);
         }
         // Everyone waits for all holders before the next put: keeps the rounds apart.
@@ -100,7 +118,13 @@ TEST(RemoteCompletion, HoldersSeeTheValueAsSoonAsPutReturns) {
       }
     }
   }
-  MPI_Barrier(MPI_COMM_WORLD);
+  // Across hosts the checks must have covered copies written over TCP, not only local ones.
+  std::uint64_t total_across = 0;
+  MPI_Allreduce(&across_hosts, &total_across, 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
+  if (std::getenv("RMASTORE_TEST_HOSTS") != nullptr) {
+    EXPECT_GT(total_across, 0u) << "no holder on another host than the writer was checked";
+  }
+  if (me == 0) std::printf("remote completion: %llu checks by holders on another host\n", static_cast<unsigned long long>(total_across));
   EXPECT_EQ(store_finalize(&s), STORE_OK);
   munmap(ch, sizeof(Channel));
 }

@@ -32,18 +32,27 @@ TEST(Torn, GetsRacingPutsSeeWholeValues) {
     ASSERT_EQ(store_put(s, kKey, v.data(), v.size()), STORE_OK);
   }
   MPI_Barrier(MPI_COMM_WORLD);
-  const auto until = std::chrono::steady_clock::now() + scaled(1500);
+  // Readers read for 1.5 s and until they saw 3 versions (across hosts a get that loses the race
+  // to the writer's puts can take longer), within a hard bound; the writer writes until every
+  // reader is done.
+  const auto start = std::chrono::steady_clock::now();
+  const auto until = start + scaled(1500), bound = start + scaled(30000);
   std::uint64_t reads = 0, versions_seen = 0, last = 0;
   auto *impl = rmastore::internal::impl(s);
   int prev_holder = -1;
   std::vector<std::byte> buf(100000);
+  MPI_Request readers_done = MPI_REQUEST_NULL;
   if (me == writer) {
-    for (std::uint64_t v = 2; std::chrono::steady_clock::now() < until; ++v) {
+    ASSERT_EQ(MPI_Ibarrier(MPI_COMM_WORLD, &readers_done), MPI_SUCCESS);
+    int done = 0;
+    for (std::uint64_t v = 2; !done && std::chrono::steady_clock::now() < bound; ++v) {
       const auto val = make_value(kKey, v, length_of(v));
       ASSERT_EQ(store_put(s, kKey, val.data(), val.size()), STORE_OK);
+      ASSERT_EQ(MPI_Test(&readers_done, &done, MPI_STATUS_IGNORE), MPI_SUCCESS);
     }
   } else {
-    while (std::chrono::steady_clock::now() < until) {
+    auto now = std::chrono::steady_clock::now();
+    while ((now < until || versions_seen < 3) && now < bound) {
       size_t len = 0;
       ASSERT_EQ(store_get(s, kKey, buf.data(), buf.size(), &len), STORE_OK);
       std::uint64_t version = 0;
@@ -55,8 +64,11 @@ TEST(Torn, GetsRacingPutsSeeWholeValues) {
       if (version != last) ++versions_seen;
       last = version;
       ++reads;
+      now = std::chrono::steady_clock::now();
     }
+    ASSERT_EQ(MPI_Ibarrier(MPI_COMM_WORLD, &readers_done), MPI_SUCCESS);
   }
+  ASSERT_EQ(MPI_Wait(&readers_done, MPI_STATUS_IGNORE), MPI_SUCCESS);
   // The race must actually have happened: readers saw several versions while the writer wrote.
   std::uint64_t min_seen = 0;
   std::uint64_t mine = me == writer ? ~std::uint64_t{0} : versions_seen;

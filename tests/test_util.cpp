@@ -12,6 +12,7 @@ extern "C" std::size_t __sanitizer_get_current_allocated_bytes();
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -60,6 +61,21 @@ void die_by_own_hand(const char *why) {
   std::fprintf(stderr, "[rank %d] dies by its own hand: %s\n", rank, why);
   std::fflush(stderr);
   write_file("killed." + std::to_string(rank), std::string(why) + "\n", O_TRUNC);
+  // RMASTORE_TEST_KILL_DAEMON=<rank>:<rank>,...: the whole host goes. The first rank kills its
+  // Open MPI daemon (our parent) once the others left their markers: the daemon's death takes
+  // its remaining processes with it.
+  if (const char *spec = std::getenv("RMASTORE_TEST_KILL_DAEMON"); spec != nullptr && std::atoi(spec) == rank) {
+    const char *dir = std::getenv("RMASTORE_TEST_VERDICT_DIR");
+    const char *others = std::strchr(spec, ':');
+    const auto until = std::chrono::steady_clock::now() + scaled(5000);
+    while (dir != nullptr && others != nullptr && *++others != '\0') {
+      const std::string marker = std::string(dir) + "/killed." + std::to_string(std::atoi(others));
+      while (access(marker.c_str(), F_OK) != 0 && std::chrono::steady_clock::now() < until) usleep(1000);
+      others = std::strchr(others, ',');
+      if (others == nullptr) break;
+    }
+    kill(getppid(), SIGKILL);
+  }
   raise(SIGKILL);
   std::abort(); // not reached
 }
