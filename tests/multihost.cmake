@@ -42,3 +42,4 @@ rmastore_add_multihost_test(ompi_ulfm_across_hosts NAME ompi_failure_event_wildc
 add_executable(ompi_host_loss ompi_host_loss.c)
 target_link_libraries(ompi_host_loss PRIVATE MPI::MPI_C)
 rmastore_add_multihost_test(ompi_host_loss NAME ompi_host_loss NP 6 KILLED 2 TIMEOUT 60 LABELS ulfm ompi)
+

@@ -83,8 +83,8 @@ int main(int argc, char **argv) {
   }
   MPI_Group_free(&world);
   int pass = rc_recv != MPI_SUCCESS && nfailed == 1 && failed_rank == victim;
-  printf("rank %d on %s: death known after %.1f ms, failed processes %d (first: rank %d)\n", rank, host,
-         t_detect * 1e3, nfailed, failed_rank);
+  printf("rank %d on %s: death known after %.1f ms, failed processes %d (first: rank %d)\n", rank, host, t_detect * 1e3,
+         nfailed, failed_rank);
   fflush(stdout);
   if (!lazy) {
     MPIX_Comm_revoke(MPI_COMM_WORLD);
@@ -99,8 +99,8 @@ int main(int argc, char **argv) {
       rc_agree = MPIX_Comm_agree(shrunk, &flag);
       MPI_Comm_free(&shrunk);
     }
-    printf("rank %d: shrink %d in %.1f ms, %d processes left, agree %d\n", rank, rc_shrink, t_shrink * 1e3,
-           new_size, rc_agree);
+    printf("rank %d: shrink %d in %.1f ms, %d processes left, agree %d\n", rank, rc_shrink, t_shrink * 1e3, new_size,
+           rc_agree);
     fflush(stdout);
     pass = pass && rc_shrink == MPI_SUCCESS && new_size == size - 1 && rc_agree == MPI_SUCCESS;
   }

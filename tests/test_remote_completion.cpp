@@ -124,7 +124,9 @@ TEST(RemoteCompletion, HoldersSeeTheValueAsSoonAsPutReturns) {
   if (std::getenv("RMASTORE_TEST_HOSTS") != nullptr) {
     EXPECT_GT(total_across, 0u) << "no holder on another host than the writer was checked";
   }
-  if (me == 0) std::printf("remote completion: %llu checks by holders on another host\n", static_cast<unsigned long long>(total_across));
+  if (me == 0)
+    std::printf("remote completion: %llu checks by holders on another host\n",
+                static_cast<unsigned long long>(total_across));
   EXPECT_EQ(store_finalize(&s), STORE_OK);
   munmap(ch, sizeof(Channel));
 }
