@@ -18,16 +18,20 @@ function(rmastore_add_multihost_test exe)
   rmastore_add_mpi_test(${exe} NAME mh_${M_NAME} NP ${M_NP} TIMEOUT ${M_TIMEOUT} ${opts} LABELS multihost ${M_LABELS}
                         ENV RMASTORE_TEST_HOSTS=${RMASTORE_TEST_HOSTS} ${M_ENV})
   foreach(np IN LISTS M_NP)
-    set_tests_properties(mh_${M_NAME}.np${np} PROPERTIES RESOURCE_LOCK multihost)
+    set_tests_properties(mh_${M_NAME}.np${np} PROPERTIES RESOURCE_LOCK multihost FIXTURES_REQUIRED multihost)
   endforeach()
 endfunction()
 
+# The hosts come up with the first run (scripts/multihost.sh run) and go down after the last.
+add_test(NAME multihost_down COMMAND ${PROJECT_SOURCE_DIR}/scripts/multihost.sh down)
+set_tests_properties(multihost_down PROPERTIES FIXTURES_CLEANUP multihost LABELS multihost RESOURCE_LOCK multihost)
+rmastore_test_timeout(multihost_down 60)
+
 # The harness itself: ranks on every host, the store sees them as nodes, copies on distinct
 # hosts (end to end: each process reports what its own memory holds).
-rmastore_add_mpi_test(test_hosts SOURCES test_hosts.cpp NP 3 TIMEOUT 60 LABELS multihost
-                      ENV RMASTORE_TEST_HOSTS=${RMASTORE_TEST_HOSTS})
-set_tests_properties(test_hosts.np3 PROPERTIES RESOURCE_LOCK multihost)
-rmastore_add_multihost_test(test_hosts NAME test_hosts NP 6 TIMEOUT 60)
+add_executable(test_hosts test_hosts.cpp)
+target_link_libraries(test_hosts PRIVATE rmastore_internal rmastore_test_main rmastore_build_flags)
+rmastore_add_multihost_test(test_hosts NAME test_hosts NP 3 6 TIMEOUT 60)
 
 # ULFM itself across hosts, and the Open MPI defects met there.
 add_executable(ompi_ulfm_across_hosts ompi_ulfm_across_hosts.c)

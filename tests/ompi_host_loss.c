@@ -18,7 +18,6 @@
 // after mpi.h, on purpose
 #include <mpi-ext.h>
 
-#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,39 +25,14 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ompi_verdict.h"
+
 #define NAME_LEN MPI_MAX_PROCESSOR_NAME
 
 static double now(void) {
   struct timespec t;
   clock_gettime(CLOCK_REALTIME, &t); /* all simulated hosts share this clock */
   return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-/* Plain POSIX writes: a victim dies right after, and the file must be complete by then. */
-static void write_file(const char *name, const char *text, int flags) {
-  const char *dir = getenv("RMASTORE_TEST_VERDICT_DIR");
-  if (dir == NULL) return;
-  char path[4096];
-  snprintf(path, sizeof path, "%s/%s", dir, name);
-  const int fd = open(path, O_WRONLY | O_CREAT | flags, 0644);
-  if (fd < 0) return;
-  const ssize_t n = write(fd, text, strlen(text));
-  (void)n; /* a short write leaves a marker the runner misses: the test fails, as it should */
-  close(fd);
-}
-
-static int verdict(int rank, const char *failure) {
-  char name[64], text[512];
-  snprintf(name, sizeof name, "rank-%d", rank);
-  if (failure == NULL) {
-    snprintf(text, sizeof text, "PASS\n");
-  } else {
-    snprintf(text, sizeof text, "FAIL: %s\n", failure);
-  }
-  write_file(name, text, O_TRUNC);
-  printf("rank %d: %s", rank, text);
-  fflush(stdout);
-  return failure == NULL ? 0 : 1;
 }
 
 /* The parent must be the prted of this host: killing anything else (mpirun itself, when all
@@ -110,11 +84,8 @@ int main(int argc, char **argv) {
   }
   if (rank == 0) {
     /* The runner checks that each death announced here happened (killed.<rank>). */
-    char spec[32];
     for (int r = 0; r < size; ++r) {
-      if (!victim[r]) continue;
-      snprintf(spec, sizeof spec, "own-hand@%d\n", r);
-      write_file("faults-expected", spec, O_APPEND);
+      if (victim[r]) expect_own_death(r);
     }
   }
   MPI_Barrier(MPI_COMM_WORLD);
@@ -124,16 +95,14 @@ int main(int argc, char **argv) {
   const double t_death = now();
   if (victim[rank]) {
     const pid_t parent = getppid();
-    char name[32], text[128];
-    snprintf(name, sizeof name, "killed.%d", rank);
+    char text[128];
     if (rank == size - 1) {
       if (!parent_is_prted()) {
         /* Fail loudly rather than kill mpirun or test a plain process death. */
-        snprintf(text, sizeof text, "rank-%d", rank);
-        write_file(text, "FAIL: parent is not a prted\n", O_TRUNC);
+        verdict(rank, "parent is not a prted");
       } else {
         snprintf(text, sizeof text, "host loss: killed prted %d at %.6f\n", (int)parent, now());
-        write_file(name, text, O_TRUNC);
+        mark_death(rank, text);
         fprintf(stderr, "[rank %d] %s", rank, text);
         fflush(stderr);
         kill(parent, SIGKILL);
@@ -141,7 +110,7 @@ int main(int argc, char **argv) {
     } else {
       wait_for_parent_death(parent);
       snprintf(text, sizeof text, "host loss: dies with its host at %.6f\n", now());
-      write_file(name, text, O_TRUNC);
+      mark_death(rank, text);
     }
     raise(SIGKILL);
     abort(); /* not reached */

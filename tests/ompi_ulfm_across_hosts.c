@@ -22,28 +22,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ompi_verdict.h"
+
 static double now(void) {
   struct timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);
   return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-static void note(const char *file, const char *line, const char *mode) {
-  const char *dir = getenv("RMASTORE_TEST_VERDICT_DIR");
-  char path[4096];
-  if (dir == NULL) return;
-  snprintf(path, sizeof path, "%s/%s", dir, file);
-  FILE *f = fopen(path, mode);
-  if (f != NULL) {
-    fputs(line, f);
-    fclose(f);
-  }
-}
-
-static void verdict(int rank, int pass) {
-  char file[64];
-  snprintf(file, sizeof file, "rank-%d", rank);
-  note(file, pass ? "PASS\n" : "FAIL\n", "w");
 }
 
 int main(int argc, char **argv) {
@@ -59,11 +43,8 @@ int main(int argc, char **argv) {
   MPI_Barrier(MPI_COMM_WORLD);
   if (rank == victim) {
     /* The runner checks that this death happened (tests/mpirun_test.sh). */
-    char line[64], file[64];
-    snprintf(line, sizeof line, "own-hand@%d\n", rank);
-    note("faults-expected", line, "a");
-    snprintf(file, sizeof file, "killed.%d", rank);
-    note(file, "", "w");
+    expect_own_death(rank);
+    mark_death(rank, "own hand\n");
     raise(SIGKILL);
   }
   const double t0 = now();
@@ -104,7 +85,7 @@ int main(int argc, char **argv) {
     fflush(stdout);
     pass = pass && rc_shrink == MPI_SUCCESS && new_size == size - 1 && rc_agree == MPI_SUCCESS;
   }
-  verdict(rank, pass);
+  const int result = verdict(rank, pass ? NULL : "see the line above");
   MPI_Finalize();
-  return pass ? 0 : 1;
+  return result;
 }

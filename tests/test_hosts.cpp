@@ -24,18 +24,6 @@ int hosts_expected() {
   return v ? std::atoi(v) : 0;
 }
 
-// The host name of every rank (each simulated host has its own UTS namespace).
-std::vector<std::string> host_of_rank() {
-  std::array<char, 64> mine{};
-  gethostname(mine.data(), mine.size() - 1);
-  std::vector<char> all(mine.size() * static_cast<std::size_t>(world_size()));
-  MPI_Allgather(mine.data(), static_cast<int>(mine.size()), MPI_CHAR, all.data(), static_cast<int>(mine.size()),
-                MPI_CHAR, MPI_COMM_WORLD);
-  std::vector<std::string> hosts;
-  for (int r = 0; r < world_size(); ++r) hosts.emplace_back(&all[static_cast<std::size_t>(r) * mine.size()]);
-  return hosts;
-}
-
 } // namespace
 
 TEST(Hosts, RanksSpanTheHostsAndTheStoreSeesThem) {

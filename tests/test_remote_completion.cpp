@@ -61,17 +61,6 @@ bool wait_for(const std::atomic<std::uint64_t> &word, std::uint64_t value) {
   return true;
 }
 
-std::vector<std::string> host_of_rank() {
-  std::array<char, 64> mine{};
-  gethostname(mine.data(), mine.size() - 1);
-  std::vector<char> all(mine.size() * static_cast<std::size_t>(world_size()));
-  MPI_Allgather(mine.data(), static_cast<int>(mine.size()), MPI_CHAR, all.data(), static_cast<int>(mine.size()),
-                MPI_CHAR, MPI_COMM_WORLD);
-  std::vector<std::string> hosts;
-  for (int r = 0; r < world_size(); ++r) hosts.emplace_back(&all[static_cast<std::size_t>(r) * mine.size()]);
-  return hosts;
-}
-
 } // namespace
 
 TEST(RemoteCompletion, HoldersSeeTheValueAsSoonAsPutReturns) {

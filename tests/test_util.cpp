@@ -12,7 +12,7 @@ extern "C" std::size_t __sanitizer_get_current_allocated_bytes();
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
+#include <array>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -61,21 +61,6 @@ void die_by_own_hand(const char *why) {
   std::fprintf(stderr, "[rank %d] dies by its own hand: %s\n", rank, why);
   std::fflush(stderr);
   write_file("killed." + std::to_string(rank), std::string(why) + "\n", O_TRUNC);
-  // RMASTORE_TEST_KILL_DAEMON=<rank>:<rank>,...: the whole host goes. The first rank kills its
-  // Open MPI daemon (our parent) once the others left their markers: the daemon's death takes
-  // its remaining processes with it.
-  if (const char *spec = std::getenv("RMASTORE_TEST_KILL_DAEMON"); spec != nullptr && std::atoi(spec) == rank) {
-    const char *dir = std::getenv("RMASTORE_TEST_VERDICT_DIR");
-    const char *others = std::strchr(spec, ':');
-    const auto until = std::chrono::steady_clock::now() + scaled(5000);
-    while (dir != nullptr && others != nullptr && *++others != '\0') {
-      const std::string marker = std::string(dir) + "/killed." + std::to_string(std::atoi(others));
-      while (access(marker.c_str(), F_OK) != 0 && std::chrono::steady_clock::now() < until) usleep(1000);
-      others = std::strchr(others, ',');
-      if (others == nullptr) break;
-    }
-    kill(getppid(), SIGKILL);
-  }
   raise(SIGKILL);
   std::abort(); // not reached
 }
@@ -171,6 +156,17 @@ bool all_ranks(bool ok) {
   int mine = ok ? 1 : 0, all = 0;
   MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
   return all == 1;
+}
+
+std::vector<std::string> host_of_rank() {
+  std::array<char, 64> mine{};
+  gethostname(mine.data(), mine.size() - 1);
+  std::vector<char> all(mine.size() * static_cast<std::size_t>(world_size()));
+  MPI_Allgather(mine.data(), static_cast<int>(mine.size()), MPI_CHAR, all.data(), static_cast<int>(mine.size()),
+                MPI_CHAR, MPI_COMM_WORLD);
+  std::vector<std::string> hosts;
+  for (int r = 0; r < world_size(); ++r) hosts.emplace_back(&all[static_cast<std::size_t>(r) * mine.size()]);
+  return hosts;
 }
 
 } // namespace rmastore::test

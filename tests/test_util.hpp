@@ -39,6 +39,9 @@ void expect_deaths(const std::vector<std::string> &specs);
 
 int world_rank();
 int world_size();
+// The host name of every rank of MPI_COMM_WORLD (collective; each simulated host of
+// scripts/multihost.sh has its own).
+std::vector<std::string> host_of_rank();
 
 // A value fully determined by (key, version, len): tests rebuild it instead of storing it.
 std::vector<std::byte> make_value(std::uint64_t key, std::uint64_t version, std::size_t len);
