@@ -47,3 +47,10 @@ add_executable(ompi_host_loss ompi_host_loss.c)
 target_link_libraries(ompi_host_loss PRIVATE MPI::MPI_C)
 rmastore_add_multihost_test(ompi_host_loss NAME ompi_host_loss NP 6 KILLED 2 TIMEOUT 60 LABELS ulfm ompi)
 
+
+# RMA toward a dead process of another host, and MPI_Finalize with the window abandoned.
+# Needs scripts/openmpi-patches/0004 (without it both block forever over TCP).
+add_executable(ompi_rput_dead_target ompi_rput_dead_target.c)
+target_link_libraries(ompi_rput_dead_target PRIVATE MPI::MPI_C)
+rmastore_add_multihost_test(ompi_rput_dead_target NAME ompi_rput_dead_target NP 3 KILLED 1 TIMEOUT 60
+                            LABELS ulfm ompi)
