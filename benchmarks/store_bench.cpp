@@ -29,7 +29,9 @@
 // --op failure (must come last, it kills a process): every rank stores N MiB (values of 1 MiB),
 //   the last rank dies at a time all ranks agreed on, every survivor measures how long until a
 //   call reports the failure, then all recover. Reported with the goal 2 x (detection + shrink
-//   + lost bytes at the raw put bandwidth, measured in the same run).
+//   + lost bytes at the raw put bandwidth, measured in the same run). With --host-loss 1 every rank
+//   of the last rank's host dies (across hosts, scripts/multihost.sh): the lowest kills the host's
+//   Open MPI daemon (prted) at the agreed time, the others die once it is gone.
 // --op recover-memory: heap bytes a store_recover with no failure keeps per call, both
 //   variants, against a raw recovery's communicator calls (dup, revoke, shrink, agree, free);
 //   --reps rounds (default 200).
@@ -38,6 +40,7 @@
 #include <sys/resource.h>
 
 #include <signal.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -69,6 +72,7 @@ struct Options {
   std::vector<int> detectors = {STORE_DETECTOR_NOTIFY};
   int mib = 16;
   std::vector<int> recoveries = {STORE_RECOVERY_GLOBAL};
+  bool host_loss = false; // --op failure: the last rank's whole host dies, daemon first
 };
 
 const char *detector_name(int d) {
@@ -109,6 +113,8 @@ Options parse(int argc, char **argv) {
       }
     } else if (a == "--mib") {
       o.mib = std::atoi(next().c_str());
+    } else if (a == "--host-loss") {
+      o.host_loss = std::atoi(next().c_str()) != 0;
     } else if (a == "--recovery") {
       o.recoveries.clear();
       for (auto &v : split(next()))
@@ -117,7 +123,7 @@ Options parse(int argc, char **argv) {
       std::fprintf(stderr, "usage: store_bench [--op put,get,cpu,detectors,variants,recover-memory,pause,failure] "
                            "[--sizes 8,4K,1M] [--replicas 1,2] "
                            "[--scenario idle,busy] [--reps N] [--max-sleep-us N] [--detector off,notify,ping] "
-                           "[--mib N] [--recovery global|localized]\n");
+                           "[--mib N] [--recovery global|localized] [--host-loss 1]\n");
       MPI_Abort(MPI_COMM_WORLD, 2);
     }
   }
@@ -277,11 +283,46 @@ void run_failure(const Options &opt, RawWindow &raw, int rank, int np) {
   }
   // Every process of one node reads the same CLOCK_MONOTONIC: the death happens at an agreed
   // instant, and each survivor times its own detection from it.
+  // The victims: the last rank, or with --host-loss every rank on its host.
+  std::vector<char> names(static_cast<std::size_t>(np) * MPI_MAX_PROCESSOR_NAME, 0);
+  {
+    char me[MPI_MAX_PROCESSOR_NAME] = "";
+    int len = 0;
+    MPI_Get_processor_name(me, &len);
+    MPI_Allgather(me, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, names.data(), MPI_MAX_PROCESSOR_NAME, MPI_CHAR, MPI_COMM_WORLD);
+  }
+  const auto host = [&](int r) { return std::string(&names[static_cast<std::size_t>(r) * MPI_MAX_PROCESSOR_NAME]); };
+  int first_victim = np - 1, dead = 1;
+  if (opt.host_loss) {
+    for (int r = np - 1; r >= 0 && host(r) == host(np - 1); --r) first_victim = r;
+    dead = np - first_victim;
+    // Killing anything but the host's daemon (mpirun itself, on one host) would measure something else.
+    char comm[64] = "";
+    if (FILE *f = std::fopen(("/proc/" + std::to_string(getppid()) + "/comm").c_str(), "r")) {
+      if (std::fgets(comm, sizeof comm, f) == nullptr) comm[0] = '\0';
+      std::fclose(f);
+    }
+    int bad = first_victim == 0 || (rank >= first_victim && std::strncmp(comm, "prted", 5) != 0) ? 1 : 0;
+    MPI_Allreduce(MPI_IN_PLACE, &bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (bad) {
+      if (rank == 0) std::fprintf(stderr, "store_bench: --host-loss needs several hosts, the last one under a prted\n");
+      MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+  }
   double kill_at = now_us() + 30000;
   MPI_Bcast(&kill_at, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
   MPI_Barrier(MPI_COMM_WORLD);
-  if (rank == np - 1) {
+  if (rank >= first_victim) {
     while (now_us() < kill_at) {
+    }
+    if (opt.host_loss) {
+      const pid_t daemon = getppid();
+      if (rank == first_victim) {
+        kill(daemon, SIGKILL);
+      } else {
+        while (getppid() == daemon && now_us() < kill_at + 5e6)
+          std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
     }
     raise(SIGKILL);
   }
@@ -319,16 +360,17 @@ void run_failure(const Options &opt, RawWindow &raw, int rank, int np) {
     const double detect_max = all.back(), detect_med = all[all.size() / 2];
     const double lost_ms = static_cast<double>(rep.bytes_lost) / (1 << 20) / raw_bw * 1e3;
     const double goal_ms = 2 * (detect_max + rep.shrink_seconds * 1e3 + lost_ms);
-    std::printf("{\"op\":\"failure\",\"np\":%d,\"replicas\":%d,\"detector\":\"%s\",\"mib_per_rank\":%d,"
+    std::printf("{\"op\":\"failure\",\"np\":%d,\"dead\":%d,\"host_loss\":%s,\"replicas\":%d,\"detector\":\"%s\",\"mib_"
+                "per_rank\":%d,"
                 "\"detect_ms_median\":%.2f,\"detect_ms_max\":%.2f,\"recover_ms\":%.2f,\"shrink_ms\":%.2f,"
                 "\"window_ms\":%.2f,\"rereplicate_ms\":%.2f,\"kill_to_recovered_ms\":%.2f,\"bytes_lost\":%llu,"
                 "\"bytes_moved\":%llu,\"keys_repaired\":%llu,\"keys\":%llu,\"raw_bw_MiBps\":%.0f,"
                 "\"lost_at_raw_bw_ms\":%.2f,\"goal_ms\":%.2f,\"within_goal\":%s}\n",
-                np, cfg.replicas, detector_name(cfg.detector), opt.mib, detect_med, detect_max, rep.total_seconds * 1e3,
-                rep.shrink_seconds * 1e3, rep.window_seconds * 1e3, rep.rereplicate_seconds * 1e3, worst_total,
-                (unsigned long long)rep.bytes_lost, (unsigned long long)rep.bytes_moved,
-                (unsigned long long)rep.keys_repaired, (unsigned long long)rep.keys, raw_bw, lost_ms, goal_ms,
-                worst_total <= goal_ms ? "true" : "false");
+                np, dead, opt.host_loss ? "true" : "false", cfg.replicas, detector_name(cfg.detector), opt.mib,
+                detect_med, detect_max, rep.total_seconds * 1e3, rep.shrink_seconds * 1e3, rep.window_seconds * 1e3,
+                rep.rereplicate_seconds * 1e3, worst_total, (unsigned long long)rep.bytes_lost,
+                (unsigned long long)rep.bytes_moved, (unsigned long long)rep.keys_repaired,
+                (unsigned long long)rep.keys, raw_bw, lost_ms, goal_ms, worst_total <= goal_ms ? "true" : "false");
     std::fflush(stdout);
   }
   store_finalize(&s);

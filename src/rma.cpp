@@ -25,6 +25,11 @@ constexpr std::int64_t kRangeRetryNs = 1'000'000'000;
 // How often a wait looks at the failure state: a few atomic loads, so often enough that it adds
 // nothing noticeable to the detection latency (milliseconds).
 constexpr std::int64_t kCheckEveryNs = 100'000;
+// Over TCP the connection to a dead process breaks before ULFM reports the death, and an RMA
+// call or request toward it fails with a plain error class (MPI_ERR_INTERN, seen across hosts).
+// Such an error is that failure if the process is reported dead within this bound (detection
+// across hosts took well under a second in docs/benchmarks.md); otherwise it is thrown.
+constexpr std::int64_t kAttributeNs = 5'000'000'000;
 } // namespace
 
 int RmaWindow::read_max_regions() {
@@ -141,6 +146,10 @@ void RequestSet::issue(RmaWindow &w, bool is_put, int target, MPI_Aint address, 
       int cls = MPI_SUCCESS;
       if (rc != MPI_SUCCESS) MPI_Error_class(rc, &cls);
       if (cls != MPI_ERR_RMA_RANGE || Helper::now_ns() > give_up) {
+        if (rc != MPI_SUCCESS && failure_of(rc, target)) {
+          failed_ = true; // the wait ends in STORE_ERR_PROC_FAILED
+          return;
+        }
         check_mpi(rc, is_put ? "MPI_Rput" : "MPI_Rget");
         break;
       }
@@ -151,6 +160,21 @@ void RequestSet::issue(RmaWindow &w, bool is_put, int target, MPI_Aint address, 
     address += n;
     len -= static_cast<std::size_t>(n);
   } while (len > 0);
+}
+
+bool RequestSet::failure_of(int rc, int target) {
+  if (is_failure_error(rc)) return true;
+  if (ctx_ == nullptr) return false;
+  const std::int64_t until = Helper::now_ns() + kAttributeNs;
+  for (;;) {
+    if (ctx_->revoked()) return true;
+    if (target >= 0 ? ctx_->dead(target)
+                    : std::any_of(targets_.begin(), targets_.end(), [&](int t) { return ctx_->dead(t); }))
+      return true;
+    if (Helper::now_ns() > until) return false;
+    ctx_->check();
+    sched_yield();
+  }
 }
 
 void RequestSet::give_up(std::size_t i) {
@@ -174,13 +198,13 @@ void RequestSet::sort_out_errors(int rc, const std::vector<MPI_Status> &statuses
   int cls = MPI_SUCCESS;
   MPI_Error_class(rc, &cls);
   if (cls != MPI_ERR_IN_STATUS) {
-    if (!is_failure_error(rc)) check_mpi(rc, "MPI_Testall");
+    if (!failure_of(rc, -1)) check_mpi(rc, "MPI_Testall");
     failed_ = true;
   } else {
     for (std::size_t i = 0; i < reqs_.size(); ++i) {
       const int e = statuses[i].MPI_ERROR;
       if (e == MPI_SUCCESS || e == MPI_ERR_PENDING) continue;
-      if (!is_failure_error(e)) check_mpi(e, "MPI_Testall");
+      if (!failure_of(e, targets_[i])) check_mpi(e, "MPI_Testall");
       failed_ = true;
       if (reqs_[i] != MPI_REQUEST_NULL) give_up(i);
     }
@@ -191,7 +215,7 @@ void RequestSet::sort_out_errors(int rc, const std::vector<MPI_Status> &statuses
     int flag = 0;
     const int e = MPI_Test(&reqs_[i], &flag, MPI_STATUS_IGNORE);
     if (e == MPI_SUCCESS) continue;
-    if (!is_failure_error(e)) check_mpi(e, "MPI_Test");
+    if (!failure_of(e, targets_[i])) check_mpi(e, "MPI_Test");
     failed_ = true;
     if (reqs_[i] != MPI_REQUEST_NULL) give_up(i);
   }

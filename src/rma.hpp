@@ -95,6 +95,8 @@ public:
 private:
   void issue(RmaWindow &w, bool is_put, int target, MPI_Aint address, void *buf, std::size_t len);
   void give_up(std::size_t i);
+  // Whether error rc of an operation toward target (-1: any of this set's) comes from a failure.
+  bool failure_of(int rc, int target);
   void sort_out_errors(int rc, const std::vector<MPI_Status> &statuses);
 
   WaitContext *ctx_;

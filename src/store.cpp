@@ -65,6 +65,16 @@ bool all_ok(MPI_Comm comm, bool ok) {
 // Creation and teardown
 
 std::unique_ptr<Store> Store::create(MPI_Comm comm, const Config &cfg, store_status_t local_error) {
+  // Open MPI 5.0.7's btl/tcp writes to its sockets without MSG_NOSIGNAL: once a process of
+  // another host died, a write to its connection raises SIGPIPE, whose default action ends this
+  // survivor (seen when a host was lost: tests/test_failure --host-loss). A process that left
+  // SIGPIPE at its default gets it ignored (the write then fails with EPIPE, and ULFM reports the
+  // failure); a handler the application installed is left alone.
+  struct sigaction pipe_action {};
+  if (sigaction(SIGPIPE, nullptr, &pipe_action) == 0 && pipe_action.sa_handler == SIG_DFL &&
+      (pipe_action.sa_flags & SA_SIGINFO) == 0) {
+    signal(SIGPIPE, SIG_IGN);
+  }
   int provided = MPI_THREAD_SINGLE;
   check_mpi(MPI_Query_thread(&provided), "MPI_Query_thread");
   // The caller's communicator may have a fatal error handler; ours must return errors, even

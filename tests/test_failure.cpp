@@ -16,6 +16,10 @@
 // on the victims must then be reported, by store_get (STORE_ERR_DATA_LOST) and in lost_count
 // of store_last_recovery, and every other key must be whole.
 //
+// --host-loss 1 (across simulated hosts, scripts/multihost.sh): the victims must be exactly the
+// ranks of one host; the first kills that host's Open MPI daemon and dies, the others die with
+// it, as when a machine goes away. With copies on distinct hosts nothing may be lost.
+//
 // In the first form there is one episode. Victims die either at a library fault point
 // (RMASTORE_FAULT, set by the test registration) or, the killers among them, by raising
 // SIGKILL before their N-th operation. With --tx 1 each round of a rank writes all its keys in
@@ -71,6 +75,7 @@ struct Options {
   bool localized = false;
   bool compact = false; // localized: store_recover at the end of each episode
   bool expect_loss = false;
+  bool host_loss = false; // the victims are the ranks of one host, and its daemon dies with them
   int detector = STORE_DETECTOR_NOTIFY;
   std::vector<Episode> episodes;
   std::string fault; // RMASTORE_FAULT chosen by a seed
@@ -210,6 +215,7 @@ Options parse(int argc, char **argv) {
     if (a == "--rounds") o.rounds = std::atoi(v.c_str());
     if (a == "--tx") o.tx = std::atoi(v.c_str()) != 0;
     if (a == "--expect-loss") o.expect_loss = std::atoi(v.c_str()) != 0;
+    if (a == "--host-loss") o.host_loss = std::atoi(v.c_str()) != 0;
     if (a == "--detector") o.detector = v == "ping" ? STORE_DETECTOR_PING : STORE_DETECTOR_NOTIFY;
     if (a == "--localized") o.localized = std::atoi(v.c_str()) != 0;
     if (a == "--compact") o.compact = std::atoi(v.c_str()) != 0;
@@ -415,21 +421,27 @@ public:
   // episode are (nearly) simultaneous.
   void saw_failure(const Episode &e) {
     failed_ = true;
-    if (e.kill_at >= 0 && in(e.killers, me_)) die_by_own_hand("killer: with the first failure it saw");
+    if (e.kill_at >= 0 && in(e.killers, me_)) die(e, "killer: with the first failure it saw");
+  }
+
+  // Host loss: the episode's first victim kills its host's daemon, the others die with it.
+  [[noreturn]] void die(const Episode &e, const char *why) {
+    if (opt_.host_loss) die_with_host(me_ == e.victims.front(), why);
+    die_by_own_hand(why);
   }
 
   // A victim still alive, and not meant to die inside store_recover or the background repair,
   // dies now.
   void victim_dies(const Episode &e) {
     if (in(e.victims, me_) && !dies_in_recovery(me_) && !dies_in_repair(me_))
-      die_by_own_hand("victim still alive after its operations");
+      die(e, "victim still alive after its operations");
   }
 
   // A killer's death at its operation `ops`.
   void kill_at(const Episode &e, int ops) {
     if (e.kill_at < 0 || ops != e.kill_at || !in(e.killers, me_)) return;
     const std::string why = "killer: before its operation " + std::to_string(ops);
-    die_by_own_hand(why.c_str());
+    die(e, why.c_str());
   }
 
   // Puts `version` of every key this rank writes (its own and those it took over), as single
@@ -697,6 +709,24 @@ int main(int argc, char **argv) {
   // A seed's fault points; read by the library at its first fault point.
   if (!opt.fault.empty()) setenv("RMASTORE_FAULT", opt.fault.c_str(), 1);
   const int me = world_rank(), p = world_size();
+  if (opt.host_loss) {
+    // The premise: the victims are one whole host, and other hosts survive it.
+    const std::vector<std::string> hosts = host_of_rank();
+    const Episode &e = opt.episodes.front();
+    const std::string lost = hosts[static_cast<std::size_t>(e.victims.front())];
+    int on_host = 0;
+    for (int r = 0; r < p; ++r) on_host += hosts[static_cast<std::size_t>(r)] == lost ? 1 : 0;
+    bool whole = on_host == static_cast<int>(e.victims.size()) && on_host < p;
+    for (int v : e.victims) whole = whole && hosts[static_cast<std::size_t>(v)] == lost;
+    if (in(e.victims, me) && !watch_host_daemon()) whole = false;
+    MPI_Allreduce(MPI_IN_PLACE, &whole, 1, MPI_CXX_BOOL, MPI_LAND, MPI_COMM_WORLD);
+    CHECK(whole, "--host-loss: the victims are not exactly the ranks of one host of several, under its prted");
+    if (!whole) {
+      write_verdict(false);
+      MPI_Finalize();
+      return 1;
+    }
+  }
   if (me == 0) expect_deaths(expected_deaths(opt));
   if (me == 0 && opt.seed != 0) {
     std::printf("seed %llu: replicas %d, %s, %d keys, %d rounds, faults '%s', episodes:", (unsigned long long)opt.seed,

@@ -13,9 +13,11 @@ extern "C" std::size_t __sanitizer_get_current_allocated_bytes();
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 
 namespace rmastore::test {
 
@@ -61,6 +63,47 @@ void die_by_own_hand(const char *why) {
   std::fprintf(stderr, "[rank %d] dies by its own hand: %s\n", rank, why);
   std::fflush(stderr);
   write_file("killed." + std::to_string(rank), std::string(why) + "\n", O_TRUNC);
+  raise(SIGKILL);
+  std::abort(); // not reached
+}
+
+namespace {
+std::atomic<pid_t> g_daemon{0};
+}
+
+bool watch_host_daemon() {
+  const pid_t parent = getppid();
+  std::string comm;
+  if (FILE *f = std::fopen(("/proc/" + std::to_string(parent) + "/comm").c_str(), "r")) {
+    char buf[64] = "";
+    if (std::fgets(buf, sizeof buf, f) != nullptr) comm = buf;
+    std::fclose(f);
+  }
+  if (comm.rfind("prted", 0) != 0) return false;
+  g_daemon = parent;
+  std::thread([parent] {
+    while (getppid() == parent) usleep(1000);
+    // This process's output went through the daemon, and is lost with it: only the marker tells.
+    write_file("killed." + std::to_string(world_rank()), "host loss: died with its host\n", O_TRUNC);
+    raise(SIGKILL);
+  }).detach();
+  return true;
+}
+
+void die_with_host(bool kill_daemon, const char *why) {
+  const pid_t daemon = g_daemon;
+  if (daemon == 0) die_by_own_hand("die_with_host without watch_host_daemon");
+  if (kill_daemon) {
+    write_file("killed." + std::to_string(world_rank()), std::string("host loss: killed its prted (") + why + ")\n",
+               O_TRUNC);
+    kill(daemon, SIGKILL);
+    raise(SIGKILL);
+  }
+  // The watcher kills this process once the daemon is gone; a daemon that lives on fails the
+  // scenario (no marker).
+  std::this_thread::sleep_for(scaled(5000));
+  std::fprintf(stderr, "[rank %d] host loss: its prted still lives (%s)\n", world_rank(), why);
+  std::fflush(stderr);
   raise(SIGKILL);
   std::abort(); // not reached
 }

@@ -32,6 +32,12 @@ void write_verdict(bool pass);
 // directory, then raises SIGKILL. The runner checks this marker for every own-hand@<rank> that
 // expect_deaths() declared, as it checks fault-fired markers of fault points (src/fault.hpp).
 [[noreturn]] void die_by_own_hand(const char *why);
+// Host loss (scripts/multihost.sh). watch_host_daemon: if this process's parent is its host's
+// Open MPI daemon (prted), starts a thread that kills this process as soon as the daemon is gone,
+// leaving killed.<rank>, as when the machine goes away; false if the parent is no prted.
+// die_with_host then kills the daemon (kill_daemon) and dies, or waits to die with it.
+bool watch_host_daemon();
+[[noreturn]] void die_with_host(bool kill_daemon, const char *why);
 // Declares deaths the runner must find markers of, one spec a line: <point>@<rank>[#<n>] for a
 // fault point, own-hand@<rank> for die_by_own_hand. For scenarios that choose their deaths
 // themselves; the specs of RMASTORE_FAULT in the runner's environment are checked anyway.

@@ -191,6 +191,11 @@ const char *store_strerror(store_status_t status);
  * the shared reason) and *store is set to NULL. Exceptions, because they cannot be collective:
  * STORE_ERR_ARG for store == NULL or comm == MPI_COMM_NULL, STORE_ERR_MPI_STATE when MPI is not
  * initialised, and STORE_ERR_VERSION.
+ *
+ * Side effect: if SIGPIPE is at its default action, store_init sets it to ignored. Open MPI's
+ * TCP transport writes to the connection of a process that died without suppressing SIGPIPE,
+ * which would end the survivor (docs/operations.md). A handler the application installed is
+ * left alone; it must return for the process to survive a host failure.
  */
 store_status_t store_init_version(MPI_Comm comm, const store_config_t *config, store_t *store, int api_major,
                                   int api_minor);
