@@ -281,8 +281,6 @@ void run_failure(const Options &opt, RawWindow &raw, int rank, int np) {
   if (rank != np - 1 && store_put(s, aimed, aimed_value.data(), aimed_value.size()) != STORE_OK) {
     MPI_Abort(MPI_COMM_WORLD, 6);
   }
-  // Every process of one node reads the same CLOCK_MONOTONIC: the death happens at an agreed
-  // instant, and each survivor times its own detection from it.
   // The victims: the last rank, or with --host-loss every rank on its host.
   std::vector<char> names(static_cast<std::size_t>(np) * MPI_MAX_PROCESSOR_NAME, 0);
   {
@@ -309,6 +307,8 @@ void run_failure(const Options &opt, RawWindow &raw, int rank, int np) {
       MPI_Abort(MPI_COMM_WORLD, 2);
     }
   }
+  // Every process of one machine reads the same CLOCK_MONOTONIC (simulated hosts included): the
+  // death happens at an agreed instant, and each survivor times its own detection from it.
   double kill_at = now_us() + 30000;
   MPI_Bcast(&kill_at, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
   MPI_Barrier(MPI_COMM_WORLD);

@@ -146,7 +146,7 @@ void RequestSet::issue(RmaWindow &w, bool is_put, int target, MPI_Aint address, 
       int cls = MPI_SUCCESS;
       if (rc != MPI_SUCCESS) MPI_Error_class(rc, &cls);
       if (cls != MPI_ERR_RMA_RANGE || Helper::now_ns() > give_up) {
-        if (rc != MPI_SUCCESS && failure_of(rc, target)) {
+        if (failure_of(rc, target)) {
           failed_ = true; // the wait ends in STORE_ERR_PROC_FAILED
           return;
         }
@@ -163,6 +163,7 @@ void RequestSet::issue(RmaWindow &w, bool is_put, int target, MPI_Aint address, 
 }
 
 bool RequestSet::failure_of(int rc, int target) {
+  if (rc == MPI_SUCCESS) return false;
   if (is_failure_error(rc)) return true;
   if (ctx_ == nullptr) return false;
   const std::int64_t until = Helper::now_ns() + kAttributeNs;

@@ -81,10 +81,11 @@ bool watch_host_daemon() {
   }
   if (comm.rfind("prted", 0) != 0) return false;
   g_daemon = parent;
-  std::thread([parent] {
+  const std::string marker = "killed." + std::to_string(world_rank());
+  std::thread([parent, marker] {
     while (getppid() == parent) usleep(1000);
     // This process's output went through the daemon, and is lost with it: only the marker tells.
-    write_file("killed." + std::to_string(world_rank()), "host loss: died with its host\n", O_TRUNC);
+    write_file(marker, "host loss: died with its host\n", O_TRUNC);
     raise(SIGKILL);
   }).detach();
   return true;
