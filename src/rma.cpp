@@ -9,6 +9,7 @@
 #include "doorbell.hpp"
 #include "errors.hpp"
 #include "failure.hpp"
+#include "fault.hpp"
 #include "helper.hpp"
 
 namespace rmastore::internal {
@@ -166,6 +167,7 @@ bool RequestSet::failure_of(int rc, int target) {
   if (rc == MPI_SUCCESS) return false;
   if (is_failure_error(rc)) return true;
   if (ctx_ == nullptr) return false;
+  RMASTORE_TRACE("attributes error %d toward %d", rc, target);
   const std::int64_t until = Helper::now_ns() + kAttributeNs;
   for (;;) {
     if (ctx_->revoked()) return true;
@@ -186,6 +188,7 @@ void RequestSet::give_up(std::size_t i) {
     MPI_Cancel(&r);
     MPI_Wait(&r, MPI_STATUS_IGNORE);
   } else if (ctx_ != nullptr) {
+    RMASTORE_TRACE("abandons rma request to %d", targets_[i]);
     ctx_->abandon(r);
   }
   r = MPI_REQUEST_NULL;

@@ -657,7 +657,11 @@ std::vector<CtrlMsg> Store::ask_all(Agent &a, const std::vector<Ask> &asks) {
   }
   for (std::size_t i = 0; i < n; ++i) {
     if (!answered[i] || out[i].type != MsgType::kReply) {
-      throw StoreError(STORE_ERR_INTERNAL, "control reply does not match its request");
+      throw StoreError(STORE_ERR_INTERNAL,
+                       "control reply does not match its request (holder " + std::to_string(asks[i].holder) +
+                           ", request type " + std::to_string(static_cast<unsigned>(sent[i].type)) + " #" +
+                           std::to_string(sent[i].request) + (answered[i] ? ", answered with type " : ", unanswered") +
+                           (answered[i] ? std::to_string(static_cast<unsigned>(out[i].type)) : std::string()) + ")");
     }
     if (out[i].status == ReplyStatus::kError)
       throw StoreError(STORE_ERR_INTERNAL, "a holder could not serve a request");

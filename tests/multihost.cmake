@@ -54,3 +54,10 @@ add_executable(ompi_rput_dead_target ompi_rput_dead_target.c)
 target_link_libraries(ompi_rput_dead_target PRIVATE MPI::MPI_C)
 rmastore_add_multihost_test(ompi_rput_dead_target NAME ompi_rput_dead_target NP 3 KILLED 1 TIMEOUT 60
                             LABELS ulfm ompi)
+
+# RMA from another host toward live processes whose node mates died (one the node's first
+# process, which osc/rdma made hold the state of the node's processes). Needs
+# scripts/openmpi-patches/0004 and 0006.
+add_executable(ompi_rma_node_mates ompi_rma_node_mates.c)
+target_link_libraries(ompi_rma_node_mates PRIVATE MPI::MPI_C)
+rmastore_add_multihost_test(ompi_rma_node_mates NAME ompi_rma_node_mates NP 6 KILLED 2 TIMEOUT 60 LABELS ulfm ompi)
