@@ -31,6 +31,8 @@ constexpr std::int64_t kCheckEveryNs = 100'000;
 // Such an error is that failure if the process is reported dead within this bound (detection
 // across hosts took well under a second in docs/benchmarks.md); otherwise it is thrown.
 constexpr std::int64_t kAttributeNs = 5'000'000'000;
+// A wait longer than this is traced (RMASTORE_TRACE, test build) with what it still waits for.
+constexpr std::int64_t kSlowWaitNs = 1'000'000'000;
 } // namespace
 
 int RmaWindow::read_max_regions() {
@@ -167,17 +169,19 @@ bool RequestSet::failure_of(int rc, int target) {
   if (rc == MPI_SUCCESS) return false;
   if (is_failure_error(rc)) return true;
   if (ctx_ == nullptr) return false;
-  RMASTORE_TRACE("attributes error %d toward %d", rc, target);
-  const std::int64_t until = Helper::now_ns() + kAttributeNs;
+  const std::int64_t asked = Helper::now_ns();
+  bool failed = false;
   for (;;) {
-    if (ctx_->revoked()) return true;
-    if (target >= 0 ? ctx_->dead(target)
-                    : std::any_of(targets_.begin(), targets_.end(), [&](int t) { return ctx_->dead(t); }))
-      return true;
-    if (Helper::now_ns() > until) return false;
+    failed = ctx_->revoked() ||
+             (target >= 0 ? ctx_->dead(target)
+                          : std::any_of(targets_.begin(), targets_.end(), [&](int t) { return ctx_->dead(t); }));
+    if (failed || Helper::now_ns() - asked > kAttributeNs) break;
     ctx_->check();
     sched_yield();
   }
+  RMASTORE_TRACE("error %d toward %d %s after %lld ms", rc, target, failed ? "is a failure" : "is no failure",
+                 static_cast<long long>((Helper::now_ns() - asked) / 1'000'000));
+  return failed;
 }
 
 void RequestSet::give_up(std::size_t i) {
@@ -233,6 +237,7 @@ void RequestSet::wait_all() {
   std::int64_t next_ring = start + kRingAfterNs + copy_ns;
   std::int64_t next_check = start + kCheckEveryNs;
   std::vector<MPI_Status> statuses(reqs_.size());
+  bool reported_slow = false;
   while (!reqs_.empty()) {
     int done = 0;
     const int rc = MPI_Testall(static_cast<int>(reqs_.size()), reqs_.data(), &done, statuses.data());
@@ -249,6 +254,15 @@ void RequestSet::wait_all() {
         last = targets_[i];
       }
       next_ring = now + std::max(kRingAgainNs, copy_ns / 2);
+    }
+    if (now - start > kSlowWaitNs && !reported_slow) {
+      reported_slow = true;
+      for (std::size_t i = 0; i < reqs_.size(); ++i) {
+        if (reqs_[i] != MPI_REQUEST_NULL) {
+          RMASTORE_TRACE("a wait is slow: %s to %d pending after %lld ms", kinds_[i] == Kind::kRma ? "rma" : "recv",
+                         targets_[i], static_cast<long long>((now - start) / 1'000'000));
+        }
+      }
     }
     if (ctx_ != nullptr && now >= next_check) {
       ctx_->check();

@@ -397,13 +397,18 @@ public:
   }
 
   // Runs one store call and keeps the longest time any call took: none may hang.
-  template <class F> store_status_t timed(F &&call) {
+  template <class F> store_status_t timed(const char *what, F &&call) {
     const auto t0 = Clock::now();
     const store_status_t st = call();
-    longest_ = std::max(longest_, std::chrono::duration<double>(Clock::now() - t0).count());
+    const double took = std::chrono::duration<double>(Clock::now() - t0).count();
+    if (took > longest_) {
+      longest_ = took;
+      longest_what_ = std::string(what) + " returned " + store_strerror(st);
+    }
     return st;
   }
   double longest_call() const { return longest_; }
+  const char *longest_what() const { return longest_what_.c_str(); }
 
   // A status from a call that a failure may interrupt. Global variant: STORE_ERR_PROC_FAILED is
   // the expected news of a failure. Localized: calls carry on through failures, so only
@@ -460,7 +465,7 @@ public:
       const store_key_t key = key_of(r, k);
       const auto v = make_value(key, version, length_of(key, version));
       record(r, k).inflight = version;
-      const store_status_t st = timed([&] { return store_put(s_, key, v.data(), v.size()); });
+      const store_status_t st = timed("store_put", [&] { return store_put(s_, key, v.data(), v.size()); });
       if (tx && st != STORE_OK) {
         failed_as_expected(st, "put in a transaction");
         CHECK(store_tx_abort(s_) == STORE_OK, "tx_abort");
@@ -472,7 +477,7 @@ public:
       record(r, k).inflight = 0;
     }
     if (!tx) return true;
-    const store_status_t st = timed([&] { return store_tx_commit(s_); });
+    const store_status_t st = timed("store_tx_commit", [&] { return store_tx_commit(s_); });
     if (st != STORE_OK) return failed_as_expected(st, "commit");
     for (auto [r, k] : mine) {
       record(r, k).committed = version;
@@ -499,7 +504,7 @@ public:
         const int other = (me_ + round + k) % p_;
         size_t len = 0;
         const store_status_t gs =
-            timed([&] { return store_get(s_, key_of(other, k), buf_.data(), buf_.size(), &len); });
+            timed("store_get", [&] { return store_get(s_, key_of(other, k), buf_.data(), buf_.size(), &len); });
         std::uint64_t got = 0;
         if (gs == STORE_ERR_PROC_FAILED) {
           failed_as_expected(gs, "get");
@@ -696,6 +701,7 @@ private:
   int me_ = 0, p_ = 0;
   bool failed_ = false;
   double longest_ = 0;
+  std::string longest_what_;
   std::vector<int> owner_; // who writes the keys of rank i now
 };
 
@@ -863,7 +869,8 @@ int main(int argc, char **argv) {
   } else {
     CHECK(pings_sent() == 0, "%llu pings sent without the ping detector", (unsigned long long)pings_sent());
   }
-  CHECK(run.longest_call() < kCallMs * time_scale() / 1000, "a call took %.1f s", run.longest_call());
+  CHECK(run.longest_call() < kCallMs * time_scale() / 1000, "a call took %.1f s (%s)", run.longest_call(),
+        run.longest_what());
   CHECK(store_finalize(&s) == STORE_OK, "store_finalize");
   const double total_s = std::chrono::duration<double>(Clock::now() - t_start).count();
   CHECK(total_s < kScenarioMs * time_scale() / 1000, "the scenario took %.1f s", total_s);
