@@ -3,6 +3,7 @@
 # RMASTORE_TEST_HOSTS=N from the test's environment. Tests share the hosts, so they run one at a
 # time (RESOURCE_LOCK), and a machine that cannot make hosts fails them with the reason.
 set(RMASTORE_TEST_HOSTS 3)
+option(RMASTORE_HOSTS_MATRIX "Also run every failure scenario and random seed across simulated hosts" OFF)
 
 # rmastore_add_multihost_test(<exe> NAME <name> NP <np...> TIMEOUT <s> [KILLED <n>] [ARGS ...] [ENV ...]
 #                             [LABELS ...]): registers mh_<name>.np<N> for an existing executable.
