@@ -74,8 +74,7 @@ int main(int argc, char **argv) {
     MPI_Finalize();
     return verdict(rank, "needs 6 processes, 2 per host");
   }
-  const char *scale_text = getenv("RMASTORE_TEST_TIME_SCALE");
-  const double scale = scale_text != NULL && atof(scale_text) > 0 ? atof(scale_text) : 1.0;
+  const double scale = time_scale();
 
   /* The premise: ranks 0,1 share a host, and so do 2,3, and the victims are not alone on it. */
   MPI_Comm node;

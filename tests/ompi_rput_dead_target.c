@@ -53,8 +53,7 @@ int main(int argc, char **argv) {
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   g_rank = rank;
   const int victim = size - 1;
-  const char *scale_text = getenv("RMASTORE_TEST_TIME_SCALE");
-  const double scale = scale_text != NULL && atof(scale_text) > 0 ? atof(scale_text) : 1.0;
+  const double scale = time_scale();
 
   MPI_Win win;
   MPI_Win_create_dynamic(MPI_INFO_NULL, MPI_COMM_WORLD, &win);

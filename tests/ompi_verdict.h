@@ -22,6 +22,13 @@ static void verdict_write_file(const char *name, const char *text, int flags) {
   close(fd);
 }
 
+/* The factor every time bound of the tests is multiplied by (RMASTORE_TEST_TIME_SCALE, as in
+ * tests/test_util.hpp). */
+static double time_scale(void) {
+  const char *text = getenv("RMASTORE_TEST_TIME_SCALE");
+  return text != NULL && atof(text) > 0 ? atof(text) : 1.0;
+}
+
 /* failure == NULL: PASS. Returns the process's exit code. */
 static int verdict(int rank, const char *failure) {
   char name[64], text[512];
