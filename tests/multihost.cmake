@@ -62,3 +62,11 @@ rmastore_add_multihost_test(ompi_rput_dead_target NAME ompi_rput_dead_target NP 
 add_executable(ompi_rma_node_mates ompi_rma_node_mates.c)
 target_link_libraries(ompi_rma_node_mates PRIVATE MPI::MPI_C)
 rmastore_add_multihost_test(ompi_rma_node_mates NAME ompi_rma_node_mates NP 6 KILLED 2 TIMEOUT 60 LABELS ulfm ompi)
+
+# A process that dies while it reads another's table of attached regions: that process's next
+# MPI_Win_attach must not wait forever for the dead reader's lock. Needs
+# scripts/openmpi-patches/0008.
+add_executable(ompi_region_lock_dead_reader ompi_region_lock_dead_reader.c)
+target_link_libraries(ompi_region_lock_dead_reader PRIVATE MPI::MPI_C Threads::Threads)
+rmastore_add_multihost_test(ompi_region_lock_dead_reader NAME ompi_region_lock_dead_reader NP 6 KILLED 4 TIMEOUT 60
+                            LABELS ulfm ompi)
