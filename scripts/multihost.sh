@@ -106,9 +106,9 @@ run() { # $1 = hosts, $2 = mpirun, rest = its arguments
   # coll ^han: HAN, chosen for communicators that span nodes, is not fault tolerant.
   # mpi_yield_when_idle: the simulated hosts share this machine's cores, so every run is
   #   oversubscribed. An RMA operation between hosts completes only when its target's process
-  #   runs (TCP has no remote memory access), and processes waiting in MPI spin: without the
-  #   yield, resilient_jacobi on 6 processes took 13-23 s for 30 iterations, with it 1.3 s.
-  "$mpirun" --hostfile "$dir/hostfile" --mca mpi_yield_when_idle 1 \
+  #   runs (TCP has no remote memory access), and processes waiting in MPI spin and starve it
+  #   (docs/benchmarks.md, "Across hosts"). RMASTORE_MULTIHOST_YIELD=0 turns it off, to measure.
+  "$mpirun" --hostfile "$dir/hostfile" --mca mpi_yield_when_idle "${RMASTORE_MULTIHOST_YIELD:-1}" \
     --prtemca plm_ssh_agent "$HERE/multihost-agent" --prtemca plm_ssh_no_tree_spawn 1 \
     --prtemca oob_tcp_if_include "$NET.0/24" \
     --mca btl tcp,sm,self --mca btl_tcp_if_include "$NET.0/24" \
