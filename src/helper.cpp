@@ -130,8 +130,20 @@ void Helper::serve_one(int source) {
   try {
     handler_(msg, source);
   } catch (const std::exception &e) {
-    if (msg.type == MsgType::kAcquireWrite || msg.type == MsgType::kLookup) {
+    // Every request that expects a reply gets one, or its sender waits until some unrelated
+    // failure ends the wait. Lock replies go where the locker said (the repair thread has its
+    // own tag).
+    switch (msg.type) {
+    case MsgType::kAcquireWrite:
+    case MsgType::kLookup:
+    case MsgType::kRegister:
       send(source, kTagReply, reply_to(msg, ReplyStatus::kError));
+      break;
+    case MsgType::kLock:
+      send(source, msg.reply_tag, reply_to(msg, ReplyStatus::kError));
+      break;
+    default:
+      break;
     }
     std::fprintf(stderr, "rmastore: helper could not serve a request from %d: %s\n", source, e.what());
   }
