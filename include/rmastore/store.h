@@ -20,10 +20,15 @@
  *
  * Process failures (docs/failures.md): no call waits without bound on a process that died.
  * Two recovery variants, chosen at store_init (store_config_t::recovery):
- *   STORE_RECOVERY_GLOBAL (default): once any process of the store is known to have failed,
- *     every call except store_recover, store_get_info and store_finalize returns
- *     STORE_ERR_PROC_FAILED, and all survivors must call store_recover, which rebuilds the store
- *     on the survivors and restores every key to its full number of copies.
+ *   STORE_RECOVERY_GLOBAL (default): once this process knows that a process of the store
+ *     failed, or that another process started store_recover, store_put, store_get,
+ *     store_tx_begin, store_tx_commit (with a transaction open; else STORE_ERR_TX_STATE) and
+ *     store_finalize return STORE_ERR_PROC_FAILED, and store_back_to_normal returns it when its
+ *     collective meets the failure (possibly on some processes only). store_recover,
+ *     store_get_mode, store_get_info, store_last_recovery and store_tx_abort are unaffected.
+ *     This lasts until store_recover returns STORE_OK on this process; all survivors must call
+ *     it. It rebuilds the store on the survivors and restores every key to its full number of
+ *     copies.
  *   STORE_RECOVERY_LOCALIZED: calls carry on through failures. Puts and gets go to the surviving
  *     copies, and each process's repair thread restores the lost copies in the background;
  *     store_recover is optional (it compacts the store onto the survivors).
@@ -352,8 +357,14 @@ typedef struct store_recovery {
   /** Bytes of copies that were on failed processes (or damaged), and bytes sent to re-create
    *  them. */
   uint64_t bytes_lost, bytes_moved;
-  /** Keys of which every copy was lost: their number, and the keys (owned by the store, valid
-   *  until the next store_recover or store_finalize; the same on every process). */
+  /** Keys of which every copy was lost: their number, and the keys in ascending order (owned
+   *  by the store; do not read lost_keys when lost_count is 0, it may be NULL).
+   *  Global variant: every key that had no copy left at the end of that recovery, including
+   *  keys lost earlier and not put since; the same on every survivor. The array stays valid
+   *  until the next store_recover (whatever it returns) or store_finalize on this handle.
+   *  Localized variant: every store_last_recovery call rebuilds the array, so it stays valid
+   *  only until the next store_last_recovery (from any thread), store_recover or
+   *  store_finalize on this handle. Copy it to keep it. */
   uint64_t lost_count;
   const store_key_t *lost_keys;
   /** Seconds spent in: revoke, shrink and agreement; freeing and creating the window;
@@ -371,8 +382,9 @@ store_status_t store_recovery_init(store_recovery_t *report);
 
 /** Describes the last successful store_recover on this process. Local.
  *  Localized variant: what store_recover did if it was called, else zeros; lost_count and
- *  lost_keys then list the keys this process learnt were lost, by store_recover or by the
- *  background repair (which tells every process). */
+ *  lost_keys then list the keys the last store_recover found lost, plus the keys the
+ *  background repair reported lost that this process has not put since: the list may differ
+ *  between processes. */
 store_status_t store_last_recovery(store_t store, store_recovery_t *report);
 
 /** Runtime information about a store. Fill with store_info_init before store_get_info. */
