@@ -88,7 +88,9 @@ typedef enum store_status {
   STORE_ERR_TOO_LARGE = -10,
   /** The header the caller was compiled with is incompatible with this library. */
   STORE_ERR_VERSION = -11,
-  /** store_init: another process rejected its arguments (see its own status). */
+  /** store_init or store_recover: the call failed on another process (it rejected its
+   *  arguments, or hit an error such as STORE_ERR_NO_MEMORY or STORE_ERR_MPI; see its own
+   *  status). */
   STORE_ERR_PEER = -12,
   /** An internal invariant was violated; please report it. */
   STORE_ERR_INTERNAL = -13,
@@ -224,8 +226,9 @@ static inline store_status_t store_init(MPI_Comm comm, const store_config_t *con
  * Localized variant: puts to one key may overlap; they are serialised by the slot locks, and the
  * key ends with one of the values. When a process fails, a put goes to the key's surviving and
  * new holders and returns STORE_OK once they are written (a holder that fails during the put is
- * left to the background repair). It never returns STORE_ERR_PROC_FAILED for a failure, only
- * once another process started store_recover.
+ * left to the background repair). It returns STORE_ERR_PROC_FAILED only once another process
+ * started store_recover, or after retrying for 30 s without this process learning of a new
+ * failure.
  */
 store_status_t store_put(store_t store, store_key_t key, const void *buf, size_t len);
 
@@ -238,15 +241,16 @@ store_status_t store_put(store_t store, store_key_t key, const void *buf, size_t
  * STORE_ERR_DATA_LOST if every copy was lost to failures. Reads the cheapest copy to reach (a
  * local one if there is one). Never returns a torn value: a get that races with a put returns
  * either the old or the new value. Localized variant: reads a surviving copy when a holder
- * failed, and never returns STORE_ERR_PROC_FAILED for a failure.
+ * failed; returns STORE_ERR_PROC_FAILED only as store_put does.
  */
 store_status_t store_get(store_t store, store_key_t key, void *buf, size_t capacity, size_t *len);
 
 /**
  * Frees the store and everything it holds. Collective over the store's communicator (its
  * surviving processes, in the localized variant). Sets *store to NULL. A NULL *store gives
- * STORE_ERR_HANDLE. Global variant: after a process failure that store_recover has not handled
- * it returns STORE_ERR_PROC_FAILED; the handle is dead then. After failures, what cannot be freed
+ * STORE_ERR_HANDLE. It returns STORE_ERR_PROC_FAILED in the global variant after a process
+ * failure that store_recover has not handled, in both variants after another process started
+ * store_recover; the handle is dead then. After failures, what cannot be freed
  * without the failed processes (the window and the memory attached to it) is left to
  * MPI_Finalize.
  *
@@ -314,8 +318,11 @@ typedef enum store_mode { STORE_MODE_NORMAL = 0, STORE_MODE_TRANSACTION = 1 } st
 /** The store's mode on this process. Local. */
 store_status_t store_get_mode(store_t store, store_mode_t *mode);
 
-/** Leaves transaction mode. Collective over the store's communicator. STORE_ERR_TX_STATE if
- *  this process has a transaction open (nothing changes then, on any process). */
+/** Leaves transaction mode. Global variant: collective over the store's communicator; if any
+ *  process has a transaction open, every process returns STORE_ERR_TX_STATE and nothing
+ *  changes; STORE_ERR_PROC_FAILED if the collective meets a failure (possibly on some processes
+ *  only). Localized variant: local; STORE_ERR_TX_STATE only if this process has a transaction
+ *  open. */
 store_status_t store_back_to_normal(store_t store);
 
 /**
@@ -412,7 +419,7 @@ typedef struct store_info {
   int failed_processes;
   /** Localized variant: slots this process's repair thread still has to bring back to their
    *  full number of copies (0 when it is idle), slots it repaired and bytes it wrote doing so,
-   *  since store_init. */
+   *  since store_init or the last successful store_recover. */
   uint64_t repair_backlog, repaired_slots, repaired_bytes;
 } store_info_t;
 
