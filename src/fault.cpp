@@ -58,7 +58,8 @@ constexpr const char *kPoints[] = {"put.start",
                                    "put.stale",
                                    "lock.acquired",
                                    "lock.break",
-                                   "repair.transfer"};
+                                   "repair.transfer",
+                                   "finalize.before_barrier"};
 
 bool known_point(const std::string &name) {
   for (const char *p : kPoints) {

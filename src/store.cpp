@@ -236,11 +236,15 @@ void Store::finalize() {
   // The localized variant carries on after failures, so its communicator may hold failed
   // processes: a barrier that tolerates them, which also tells every process whether any of
   // them knew of a failure, so that all decide alike how to let go of the window.
+  RMASTORE_FAULT_POINT("finalize.before_barrier");
   bool failed = false;
   if (localized()) {
     failed = tolerant_barrier(comm_, *failures_) > 0;
   } else {
-    check_mpi(MPI_Barrier(comm_), "MPI_Barrier");
+    // A process that dies while the others wait here is a process failure, like any other.
+    const int rc = MPI_Barrier(comm_);
+    if (is_failure_error(rc)) throw StoreError(STORE_ERR_PROC_FAILED, "a process failed during store_finalize");
+    check_mpi(rc, "MPI_Barrier");
   }
   stop_runtime();
   if (failed) {

@@ -249,8 +249,8 @@ store_status_t store_get(store_t store, store_key_t key, void *buf, size_t capac
  * Frees the store and everything it holds. Collective over the store's communicator (its
  * surviving processes, in the localized variant). Sets *store to NULL. A NULL *store gives
  * STORE_ERR_HANDLE. It returns STORE_ERR_PROC_FAILED in the global variant after a process
- * failure that store_recover has not handled, in both variants after another process started
- * store_recover; the handle is dead then. After failures, what cannot be freed
+ * failure that store_recover has not handled or when a process dies during the call, in both
+ * variants after another process started store_recover; the handle is dead then. After failures, what cannot be freed
  * without the failed processes (the window and the memory attached to it) is left to
  * MPI_Finalize.
  *
