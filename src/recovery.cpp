@@ -188,6 +188,7 @@ template <class T> std::vector<T> unpack(const std::vector<std::byte> &buf) {
 store_status_t Store::recover(MPI_Comm *new_comm) {
   const std::int64_t t0 = Helper::now_ns();
   ++recover_attempts_;
+  recover_pending_ = true;
   RMASTORE_FAULT_POINT("recover.start");
   if (localized() && helper_ != nullptr) {
     // Compaction. Every survivor is here before any helper stops: none is left inside a put,
@@ -253,6 +254,7 @@ store_status_t Store::recover(MPI_Comm *new_comm) {
   // released under one epoch.
   ++epoch_;
   start_helper();
+  recover_pending_ = false;
   if (new_comm != nullptr) *new_comm = dup;
   if (!localized()) mode_ = STORE_MODE_TRANSACTION;
   tx_open_ = false;

@@ -691,6 +691,11 @@ void Store::check_helper() const {
 }
 
 void Store::require_healthy() const {
+  // Between an unfinished store_recover and the next one the helper threads may not run and the
+  // communicators may be new: a request would wait for an answer that never comes.
+  if (recover_pending_) {
+    throw StoreError(STORE_ERR_PROC_FAILED, "store_recover did not complete: call it again on every survivor");
+  }
   if (!detecting()) return;
   if (failures_->revoked()) {
     throw StoreError(STORE_ERR_PROC_FAILED, "another process started store_recover: call store_recover");

@@ -373,6 +373,8 @@ private:
   std::unique_ptr<Helper> helper_;
   std::unique_ptr<Repairer> repairer_;
   std::uint32_t epoch_ = 0; // number of completed recoveries
+  // A store_recover began and has not yet returned STORE_OK: the runtime may be half rebuilt.
+  bool recover_pending_ = false;
 
   mutable std::mutex table_mutex_;
   std::unique_ptr<SlotAllocator> allocator_;

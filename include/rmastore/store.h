@@ -287,7 +287,9 @@ store_status_t store_finalize(store_t *store);
  * STORE_ERR_RECOVER_AGAIN: another process failed meanwhile, at any step; call store_recover
  * again (on every survivor). Every survivor gets the same status: all end the attempt in one
  * agreement. Any number of further failures is handled this way; what was already restored
- * stays restored. Nothing is lost as long as each key kept at least one copy.
+ * stays restored. Nothing is lost as long as each key kept at least one copy. Until a
+ * store_recover returns STORE_OK, store_put, store_get, store_tx_begin, store_tx_commit and
+ * store_finalize return STORE_ERR_PROC_FAILED.
  *
  * Another error (STORE_ERR_NO_MEMORY, STORE_ERR_MPI, ...) on one survivor: that survivor returns
  * it and every other survivor STORE_ERR_PEER. The store can then only be finalized.
