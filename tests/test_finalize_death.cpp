@@ -5,8 +5,7 @@
 // "an MPI call failed for a reason other than a process failure"), STORE_OK in the localized
 // variant, whose finalize carries on through failures. Either way the handle is gone.
 //
-//   test_finalize_death [--localized 1]
-#include <cstring>
+// The variant comes from RMASTORE_TEST_RECOVERY, as for the other tests.
 #include <vector>
 
 #include "test_util.hpp"
@@ -17,9 +16,9 @@ int main(int argc, char **argv) {
   int provided = 0;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
-  const bool localized = argc == 3 && std::strcmp(argv[1], "--localized") == 0 && std::strcmp(argv[2], "1") == 0;
+  const bool localized = test_recovery() == STORE_RECOVERY_LOCALIZED;
   const int rank = world_rank(), np = world_size();
-  store_t s = make_store(2, 64, localized ? STORE_RECOVERY_LOCALIZED : STORE_RECOVERY_GLOBAL);
+  store_t s = make_store(2);
   CHECK(s != nullptr, "store_init");
   // Some keys with copies everywhere, so that the store's window spans every process.
   for (store_key_t k = 0; k < 4 * static_cast<store_key_t>(np); ++k) {
