@@ -4,7 +4,11 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <getopt.h>
+
 #include <cstdio>
+#include <cstring>
+#include <string>
 
 #include "test_util.hpp"
 
@@ -52,6 +56,21 @@ int main(int argc, char **argv) {
   MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   ::testing::InitGoogleTest(&argc, argv);
+  // GoogleTest took its own --gtest_* flags out of argv; it leaves --help (and -h) there, after
+  // printing its help. Anything else left is a mistake.
+  const char *slash = std::strrchr(argv[0], '/');
+  const std::string usage = std::string(slash != nullptr ? slash + 1 : argv[0]) + " [--gtest_* flags]";
+  const rmastore::test::Cli cli{usage.c_str()};
+  static const option options[] = {{"help", no_argument, nullptr, 'h'}, {nullptr, 0, nullptr, 0}};
+  opterr = 0;
+  for (int c; (c = getopt_long(argc, argv, ":h", options, nullptr)) != -1;) {
+    if (c == 'h') {
+      MPI_Finalize();
+      return 0;
+    }
+    cli.bad_option(c, argv);
+  }
+  cli.no_operands(argc, argv);
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   if (rank != 0) {

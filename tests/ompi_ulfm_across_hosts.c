@@ -15,6 +15,7 @@
 // after mpi.h, on purpose
 #include <mpi-ext.h>
 
+#include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,12 +31,36 @@ static double now(void) {
   return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
+/* The one optional argument: "lazy", or nothing. Returns -1 after --help, -2 after a mistake
+ * (rank 0 prints it and the usage); every rank has the same arguments. */
+static int parse_lazy(int argc, char **argv, int rank) {
+  static const char usage[] = "usage: ompi_ulfm_across_hosts [lazy]\n";
+  static const struct option options[] = {{"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+  opterr = 0;
+  for (int c; (c = getopt_long(argc, argv, ":h", options, NULL)) != -1;) {
+    if (c == 'h') {
+      if (rank == 0) fputs(usage, stdout);
+      return -1;
+    }
+    if (rank == 0) fprintf(stderr, "ompi_ulfm_across_hosts: unknown option '%s'\n%s", argv[optind - 1], usage);
+    return -2;
+  }
+  if (optind == argc) return 0;
+  if (optind + 1 == argc && strcmp(argv[optind], "lazy") == 0) return 1;
+  if (rank == 0) fprintf(stderr, "ompi_ulfm_across_hosts: unexpected argument '%s'\n%s", argv[optind], usage);
+  return -2;
+}
+
 int main(int argc, char **argv) {
-  const int lazy = argc > 1 && strcmp(argv[1], "lazy") == 0;
   int provided, rank, size;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
+  const int lazy = parse_lazy(argc, argv, rank);
+  if (lazy < 0) {
+    MPI_Finalize();
+    return lazy == -1 ? 0 : 2;
+  }
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   const int victim = size - 1;
   char host[64] = "";

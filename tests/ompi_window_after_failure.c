@@ -13,9 +13,31 @@
 // after mpi.h, on purpose
 #include <mpi-ext.h>
 
+#include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+
+/* The one argument: "free" (1) or "keep" (0, also without an argument). Returns -1 after --help,
+ * -2 after a mistake (rank 0 prints it and the usage); every rank has the same arguments. */
+static int parse_free(int argc, char **argv, int rank) {
+  static const char usage[] = "usage: ompi_window_after_failure [free|keep]\n";
+  static const struct option options[] = {{"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+  opterr = 0;
+  for (int c; (c = getopt_long(argc, argv, ":h", options, NULL)) != -1;) {
+    if (c == 'h') {
+      if (rank == 0) fputs(usage, stdout);
+      return -1;
+    }
+    if (rank == 0) fprintf(stderr, "ompi_window_after_failure: unknown option '%s'\n%s", argv[optind - 1], usage);
+    return -2;
+  }
+  if (optind == argc) return 0;
+  if (optind + 1 == argc && strcmp(argv[optind], "free") == 0) return 1;
+  if (optind + 1 == argc && strcmp(argv[optind], "keep") == 0) return 0;
+  if (rank == 0) fprintf(stderr, "ompi_window_after_failure: unexpected argument '%s'\n%s", argv[optind], usage);
+  return -2;
+}
 
 int main(int argc, char **argv) {
   int provided, rank, size;
@@ -23,7 +45,11 @@ int main(int argc, char **argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
-  const int free_old = argc > 1 && strcmp(argv[1], "free") == 0;
+  const int free_old = parse_free(argc, argv, rank);
+  if (free_old < 0) {
+    MPI_Finalize();
+    return free_old == -1 ? 0 : 2;
+  }
   MPI_Win old;
   MPI_Win_create_dynamic(MPI_INFO_NULL, MPI_COMM_WORLD, &old);
   MPI_Win_set_errhandler(old, MPI_ERRORS_RETURN);

@@ -3,9 +3,10 @@
 // number of copies; then the store must work on. A run is a series of episodes: operations
 // until a failure, recovery, checks, and the survivors taking over the dead ranks' keys.
 //
-//   test_failure --replicas R --victims a,b [--killers a] [--kill-at N] [--tx 1] [--keys K]
-//                [--rounds N] [--detector ping] [--localized 1] [--compact 1] [--expect-loss 1]
-//   test_failure --seed S --kills K [--localized 1]
+//   test_failure --replicas R --victims a,b [--killers a] [--kill-at N] [--tx 0|1] [--keys K]
+//                [--rounds N] [--detector notify|ping] [--localized 0|1] [--compact 0|1]
+//                [--expect-loss 0|1] [--host-loss 0|1]
+//   test_failure --seed S --kills K [--localized 0|1]
 //
 // With --localized 1 the store uses the localized recovery variant: no call may report the
 // failure, the survivors carry on through it, and the checks run once the background repair
@@ -33,6 +34,7 @@
 // returned STORE_OK and the version of a put under way, so that survivors can check even a
 // dead writer's keys exactly: after recovery a key holds one of the two.
 #include <fcntl.h>
+#include <getopt.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -40,6 +42,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -81,17 +84,6 @@ struct Options {
   std::string fault; // RMASTORE_FAULT chosen by a seed
   std::uint64_t seed = 0;
 };
-
-std::vector<int> parse_list(const std::string &v) {
-  std::vector<int> list;
-  for (std::size_t p = 0; p < v.size();) {
-    list.push_back(std::atoi(v.c_str() + p));
-    p = v.find(',', p);
-    if (p == std::string::npos) break;
-    ++p;
-  }
-  return list;
-}
 
 std::vector<std::string> split(const std::string &s, char sep) {
   std::vector<std::string> parts;
@@ -203,30 +195,128 @@ std::vector<std::string> expected_deaths(const Options &o) {
   return specs;
 }
 
+constexpr char kUsage[] =
+    "test_failure --replicas R --victims A[,B...] [--killers A[,B...]] [--kill-at N] [--tx 0|1] [--keys K] "
+    "[--rounds N] [--detector notify|ping] [--localized 0|1] [--compact 0|1] [--expect-loss 0|1] [--host-loss 0|1]\n"
+    "       test_failure --seed S --kills K [--localized 0|1]";
+
+// A comma-separated list of world ranks.
+std::vector<int> parse_ranks(const Cli &cli, const char *option, const char *text, int p) {
+  std::vector<int> list;
+  for (const std::string &item : split(text, ','))
+    list.push_back(static_cast<int>(cli.integer(option, item.c_str(), 0, p - 1)));
+  if (list.empty()) cli.error(std::string(option) + " needs one or more ranks, not '" + text + "'");
+  return list;
+}
+
 Options parse(int argc, char **argv) {
+  enum {
+    kReplicas = 256,
+    kKillAt,
+    kKeys,
+    kRounds,
+    kTx,
+    kExpectLoss,
+    kHostLoss,
+    kDetector,
+    kLocalized,
+    kCompact,
+    kVictims,
+    kKillers,
+    kSeed,
+    kKills
+  };
+  static const option options[] = {{"replicas", required_argument, nullptr, kReplicas},
+                                   {"kill-at", required_argument, nullptr, kKillAt},
+                                   {"keys", required_argument, nullptr, kKeys},
+                                   {"rounds", required_argument, nullptr, kRounds},
+                                   {"tx", required_argument, nullptr, kTx},
+                                   {"expect-loss", required_argument, nullptr, kExpectLoss},
+                                   {"host-loss", required_argument, nullptr, kHostLoss},
+                                   {"detector", required_argument, nullptr, kDetector},
+                                   {"localized", required_argument, nullptr, kLocalized},
+                                   {"compact", required_argument, nullptr, kCompact},
+                                   {"victims", required_argument, nullptr, kVictims},
+                                   {"killers", required_argument, nullptr, kKillers},
+                                   {"seed", required_argument, nullptr, kSeed},
+                                   {"kills", required_argument, nullptr, kKills},
+                                   {"help", no_argument, nullptr, 'h'},
+                                   {nullptr, 0, nullptr, 0}};
+  const Cli cli{kUsage};
+  const int p = world_size();
   Options o;
   Episode e;
   int kills = 0;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string a = argv[i], v = argv[i + 1];
-    if (a == "--replicas") o.replicas = std::atoi(v.c_str());
-    if (a == "--kill-at") e.kill_at = std::atoi(v.c_str());
-    if (a == "--keys") o.keys = std::atoi(v.c_str());
-    if (a == "--rounds") o.rounds = std::atoi(v.c_str());
-    if (a == "--tx") o.tx = std::atoi(v.c_str()) != 0;
-    if (a == "--expect-loss") o.expect_loss = std::atoi(v.c_str()) != 0;
-    if (a == "--host-loss") o.host_loss = std::atoi(v.c_str()) != 0;
-    if (a == "--detector") o.detector = v == "ping" ? STORE_DETECTOR_PING : STORE_DETECTOR_NOTIFY;
-    if (a == "--localized") o.localized = std::atoi(v.c_str()) != 0;
-    if (a == "--compact") o.compact = std::atoi(v.c_str()) != 0;
-    if (a == "--victims") e.victims = parse_list(v);
-    if (a == "--killers") e.killers = parse_list(v);
-    if (a == "--seed") o.seed = std::strtoull(v.c_str(), nullptr, 10);
-    if (a == "--kills") kills = std::atoi(v.c_str());
+  bool fixed = false; // an option of the first form was given
+  opterr = 0;
+  for (int c; (c = getopt_long(argc, argv, ":h", options, nullptr)) != -1;) {
+    const auto flag = [&](const char *name) { return cli.integer(name, optarg, 0, 1) != 0; };
+    switch (c) {
+    case kReplicas:
+      o.replicas = static_cast<int>(cli.integer("--replicas", optarg, 1, p));
+      break;
+    case kKillAt:
+      e.kill_at = static_cast<int>(cli.integer("--kill-at", optarg, 0, INT_MAX));
+      fixed = true;
+      break;
+    case kKeys:
+      o.keys = static_cast<int>(cli.integer("--keys", optarg, 1, 999));
+      break;
+    case kRounds:
+      o.rounds = static_cast<int>(cli.integer("--rounds", optarg, 1, 100000));
+      break;
+    case kTx:
+      o.tx = flag("--tx");
+      break;
+    case kExpectLoss:
+      o.expect_loss = flag("--expect-loss");
+      break;
+    case kHostLoss:
+      o.host_loss = flag("--host-loss");
+      break;
+    case kDetector:
+      if (std::strcmp(optarg, "ping") == 0) {
+        o.detector = STORE_DETECTOR_PING;
+      } else if (std::strcmp(optarg, "notify") == 0) {
+        o.detector = STORE_DETECTOR_NOTIFY;
+      } else {
+        cli.error(std::string("--detector needs notify or ping, not '") + optarg + "'");
+      }
+      break;
+    case kLocalized:
+      o.localized = flag("--localized");
+      break;
+    case kCompact:
+      o.compact = flag("--compact");
+      break;
+    case kVictims:
+      e.victims = parse_ranks(cli, "--victims", optarg, p);
+      fixed = true;
+      break;
+    case kKillers:
+      e.killers = parse_ranks(cli, "--killers", optarg, p);
+      fixed = true;
+      break;
+    case kSeed:
+      o.seed = cli.unsigned_integer("--seed", optarg, 1, UINT64_MAX);
+      break;
+    case kKills:
+      kills = static_cast<int>(cli.integer("--kills", optarg, 1, std::max(1, p - 1)));
+      break;
+    case 'h':
+      cli.help();
+    default:
+      cli.bad_option(c, argv);
+    }
   }
+  cli.no_operands(argc, argv);
   if (o.seed != 0) {
-    draw(o, kills, world_size());
+    if (fixed) cli.error("--seed draws the deaths itself: give no --victims, --killers or --kill-at with it");
+    if (kills == 0) cli.error("--seed needs --kills");
+    draw(o, kills, p);
   } else {
+    if (kills != 0) cli.error("--kills needs --seed");
+    if (e.victims.empty()) cli.error("needs --victims (or --seed)");
     if (e.killers.empty() && e.kill_at >= 0) e.killers = e.victims;
     o.episodes.push_back(e);
   }

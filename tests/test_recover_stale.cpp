@@ -8,7 +8,8 @@
 // survivor's value. Recovery moves the slots a failed process could write into to fresh memory
 // and retires the old ones; without that, the stale write overwrites the new value.
 //
-//   test_recover_stale [--localized 1]      (3 processes; RMASTORE_FAULT=put.stale@1#2)
+//   test_recover_stale [--localized 0|1]    (3 processes; RMASTORE_FAULT=put.stale@1#2)
+#include <getopt.h>
 #include <signal.h>
 
 #include <chrono>
@@ -52,7 +53,21 @@ int main(int argc, char **argv) {
   int provided = 0;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
-  const bool localized = argc > 2 && std::strcmp(argv[1], "--localized") == 0 && std::atoi(argv[2]) == 1;
+  bool localized = false;
+  static const option options[] = {
+      {"localized", required_argument, nullptr, 'l'}, {"help", no_argument, nullptr, 'h'}, {nullptr, 0, nullptr, 0}};
+  const Cli cli{"test_recover_stale [--localized 0|1]"};
+  opterr = 0;
+  for (int c; (c = getopt_long(argc, argv, ":h", options, nullptr)) != -1;) {
+    if (c == 'l') {
+      localized = cli.integer("--localized", optarg, 0, 1) != 0;
+    } else if (c == 'h') {
+      cli.help();
+    } else {
+      cli.bad_option(c, argv);
+    }
+  }
+  cli.no_operands(argc, argv);
   const int me = world_rank();
   CHECK(world_size() == 3, "needs 3 processes");
   store_t s = make_store(2, 64, localized ? STORE_RECOVERY_LOCALIZED : STORE_RECOVERY_GLOBAL);

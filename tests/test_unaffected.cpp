@@ -16,6 +16,7 @@
 // rank.
 //
 //   test_unaffected [--mib N] [--seconds S]
+#include <getopt.h>
 #include <signal.h>
 
 #include <algorithm>
@@ -45,11 +46,25 @@ int main(int argc, char **argv) {
   MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
   int mib = 2;
   double seconds = 2.0;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string a = argv[i];
-    if (a == "--mib") mib = std::atoi(argv[i + 1]);
-    if (a == "--seconds") seconds = std::atof(argv[i + 1]);
+  enum { kMib = 256, kSeconds };
+  static const option options[] = {{"mib", required_argument, nullptr, kMib},
+                                   {"seconds", required_argument, nullptr, kSeconds},
+                                   {"help", no_argument, nullptr, 'h'},
+                                   {nullptr, 0, nullptr, 0}};
+  const Cli cli{"test_unaffected [--mib N] [--seconds S]"};
+  opterr = 0;
+  for (int c; (c = getopt_long(argc, argv, ":h", options, nullptr)) != -1;) {
+    if (c == kMib) {
+      mib = static_cast<int>(cli.integer("--mib", optarg, 1, 4096));
+    } else if (c == kSeconds) {
+      seconds = cli.number("--seconds", optarg, 0.1, 3600);
+    } else if (c == 'h') {
+      cli.help();
+    } else {
+      cli.bad_option(c, argv);
+    }
   }
+  cli.no_operands(argc, argv);
   // The stall bound, and the measurement that must be long enough for it, scale with
   // RMASTORE_TEST_TIME_SCALE; so does the stretched repair (RMASTORE_DELAY), which must stay
   // longer than the bound for the bound to mean anything.

@@ -8,12 +8,16 @@ extern "C" std::size_t __sanitizer_get_current_allocated_bytes();
 #endif
 
 #include <fcntl.h>
+#include <getopt.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <cerrno>
+#include <climits>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -211,6 +215,88 @@ std::vector<std::string> host_of_rank() {
   std::vector<std::string> hosts;
   for (int r = 0; r < world_size(); ++r) hosts.emplace_back(&all[static_cast<std::size_t>(r) * mine.size()]);
   return hosts;
+}
+
+namespace {
+// True where this process prints a command-line mistake: world rank 0 once MPI is initialized
+// (until it is finalized), every process before.
+bool prints_usage() {
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  return !initialized || finalized || world_rank() == 0;
+}
+
+[[noreturn]] void leave(int status) {
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (initialized && !finalized) MPI_Finalize();
+  std::exit(status);
+}
+} // namespace
+
+void Cli::error(const std::string &message) const {
+  if (prints_usage()) {
+    const std::string program(usage, std::strcspn(usage, " "));
+    std::fprintf(stderr, "%s: %s\nusage: %s\n", program.c_str(), message.c_str(), usage);
+    std::fflush(stderr);
+  }
+  leave(2);
+}
+
+void Cli::bad_option(int c, char *const argv[]) const {
+  // optind is past the offending argument; optopt names a short option, 0 or a long option's
+  // value (>= 256 here) otherwise.
+  const std::string arg =
+      optopt > 0 && optopt < 256 ? std::string("-") + static_cast<char>(optopt) : std::string(argv[optind - 1]);
+  error(c == ':' ? "option '" + arg + "' needs a value" : "unknown option '" + arg + "'");
+}
+
+void Cli::help() const {
+  if (prints_usage()) std::printf("usage: %s\n", usage);
+  std::fflush(stdout);
+  leave(0);
+}
+
+void Cli::no_operands(int argc, char *const argv[]) const {
+  if (optind < argc) error(std::string("unexpected argument '") + argv[optind] + "'");
+}
+
+long long Cli::integer(const char *option, const char *text, long long min, long long max) const {
+  char *end = nullptr;
+  errno = 0;
+  const long long v = std::strtoll(text, &end, 10);
+  if (end == text || *end != '\0' || errno == ERANGE || v < min || v > max) {
+    error(std::string(option) + " needs a whole number from " + std::to_string(min) + " to " + std::to_string(max) +
+          ", not '" + text + "'");
+  }
+  return v;
+}
+
+unsigned long long Cli::unsigned_integer(const char *option, const char *text, unsigned long long min,
+                                         unsigned long long max) const {
+  char *end = nullptr;
+  errno = 0;
+  // strtoull takes "-1" for ULLONG_MAX: a sign is refused here.
+  const unsigned long long v = std::strchr(text, '-') == nullptr ? std::strtoull(text, &end, 10) : 0;
+  if (end == nullptr || end == text || *end != '\0' || errno == ERANGE || v < min || v > max) {
+    error(std::string(option) + " needs a whole number from " + std::to_string(min) + " to " + std::to_string(max) +
+          ", not '" + text + "'");
+  }
+  return v;
+}
+
+double Cli::number(const char *option, const char *text, double min, double max) const {
+  char *end = nullptr;
+  errno = 0;
+  const double v = std::strtod(text, &end);
+  if (end == text || *end != '\0' || errno == ERANGE || !std::isfinite(v) || v < min || v > max) {
+    char range[96];
+    std::snprintf(range, sizeof range, " needs a number from %g to %g, not '", min, max);
+    error(option + std::string(range) + text + "'");
+  }
+  return v;
 }
 
 } // namespace rmastore::test

@@ -73,6 +73,30 @@ std::size_t heap_in_use();
 // Agreement across ranks: true only if `ok` is true on every rank.
 bool all_ranks(bool ok);
 
+// Command lines. Each program parses its own with getopt_long, its option string starting with
+// ':' (so that a missing value is told apart from an unknown option), and reports every mistake
+// through a Cli: a clear message and the usage on stderr, then exit status 2. Every rank has the
+// same arguments, so every rank finds the same mistake: once MPI is initialized only world rank
+// 0 prints, and every rank leaves MPI (MPI_Finalize) before it exits.
+struct Cli {
+  const char *usage; // "program [--option N] ...", printed after every mistake and for --help
+
+  [[noreturn]] void error(const std::string &message) const;
+  // For getopt_long's '?' (an unknown option) and ':' (an option without its value).
+  [[noreturn]] void bad_option(int c, char *const argv[]) const;
+  // --help: the usage on stdout, exit status 0.
+  [[noreturn]] void help() const;
+  // After the options: error if arguments are left over (this program takes no operands).
+  void no_operands(int argc, char *const argv[]) const;
+  // The whole of `text` as a base-10 integer in [min, max] (strtoll, every error checked).
+  long long integer(const char *option, const char *text, long long min, long long max) const;
+  // The whole of `text` as an unsigned base-10 integer in [min, max] (strtoull; no sign).
+  unsigned long long unsigned_integer(const char *option, const char *text, unsigned long long min,
+                                      unsigned long long max) const;
+  // The whole of `text` as a finite number in [min, max] (strtod, every error checked).
+  double number(const char *option, const char *text, double min, double max) const;
+};
+
 // Checks of the tests whose ranks die, which cannot use GoogleTest: a failed one is printed
 // and counted, and the rank's verdict is check_failures == 0.
 inline int check_failures = 0;
