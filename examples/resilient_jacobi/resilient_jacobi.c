@@ -17,6 +17,9 @@
  * after a barrier that follows the checkpoint of iteration k, and a barrier completes only once
  * every process, the dead included, entered it; so no block is ever two checkpoints ahead of
  * another. */
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
 #include <math.h>
 #include <rmastore/store.h>
 #include <signal.h>
@@ -246,6 +249,78 @@ static int recover(int *it) {
   }
 }
 
+/* ---- command line ---------------------------------------------------------------------------- */
+
+static const char usage[] =
+    "usage: resilient_jacobi [--n N] [--iters I] [--every E] [--kill-rank R|-1] [--kill-at I]\n";
+
+/* Every rank has the same arguments and finds the same mistake: rank 0 prints it, with the
+ * usage, and every rank leaves MPI and exits with status 2. */
+static void usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+static void usage_error(const char *fmt, ...) {
+  if (world_rank == 0) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "resilient_jacobi: ");
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n%s", usage);
+    va_end(ap);
+  }
+  MPI_Finalize();
+  exit(2);
+}
+
+/* The whole of `text` as a base-10 integer in [min, max], or a usage error. */
+static int int_arg(const char *option, const char *text, long min, long max) {
+  char *end;
+  errno = 0;
+  const long v = strtol(text, &end, 10);
+  if (end == text || *end != '\0' || errno == ERANGE || v < min || v > max)
+    usage_error("%s needs a whole number from %ld to %ld, not '%s'", option, min, max, text);
+  return (int)v;
+}
+
+static void parse_args(int argc, char **argv) {
+  enum { OPT_N = 256, OPT_ITERS, OPT_EVERY, OPT_KILL_RANK, OPT_KILL_AT };
+  static const struct option options[] = {{"n", required_argument, NULL, OPT_N},
+                                          {"iters", required_argument, NULL, OPT_ITERS},
+                                          {"every", required_argument, NULL, OPT_EVERY},
+                                          {"kill-rank", required_argument, NULL, OPT_KILL_RANK},
+                                          {"kill-at", required_argument, NULL, OPT_KILL_AT},
+                                          {"help", no_argument, NULL, 'h'},
+                                          {NULL, 0, NULL, 0}};
+  opterr = 0; /* mistakes are reported below, once */
+  for (int c; (c = getopt_long(argc, argv, ":h", options, NULL)) != -1;) {
+    switch (c) {
+    case OPT_N:
+      n = int_arg("--n", optarg, 3, 100000);
+      break;
+    case OPT_ITERS:
+      iters = int_arg("--iters", optarg, 0, INT_MAX);
+      break;
+    case OPT_EVERY:
+      every = int_arg("--every", optarg, 1, INT_MAX);
+      break;
+    case OPT_KILL_RANK:
+      kill_rank = int_arg("--kill-rank", optarg, -1, INT_MAX);
+      break;
+    case OPT_KILL_AT:
+      kill_at = int_arg("--kill-at", optarg, 0, INT_MAX);
+      break;
+    case 'h':
+      if (world_rank == 0) fputs(usage, stdout);
+      MPI_Finalize();
+      exit(0);
+    case ':':
+      usage_error("option '%s' needs a value", argv[optind - 1]);
+    default:
+      if (optopt > 0 && optopt < 256) usage_error("unknown option '-%c'", optopt);
+      usage_error("unknown option '%s'", argv[optind - 1]);
+    }
+  }
+  if (optind < argc) usage_error("unexpected argument '%s'", argv[optind]);
+}
+
 int main(int argc, char **argv) {
   int provided;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
@@ -253,30 +328,12 @@ int main(int argc, char **argv) {
   MPI_Comm_size(MPI_COMM_WORLD, &world_size);
   /* Barriers run on MPI_COMM_WORLD until the first failure: they must return an error. */
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
-  for (int i = 1; i + 1 < argc; i += 2) {
-    int v = atoi(argv[i + 1]);
-    if (!strcmp(argv[i], "--n"))
-      n = v;
-    else if (!strcmp(argv[i], "--iters"))
-      iters = v;
-    else if (!strcmp(argv[i], "--every"))
-      every = v;
-    else if (!strcmp(argv[i], "--kill-rank"))
-      kill_rank = v;
-    else if (!strcmp(argv[i], "--kill-at"))
-      kill_at = v;
-    else {
-      if (world_rank == 0) fprintf(stderr, "unknown option %s\n", argv[i]);
-      MPI_Abort(MPI_COMM_WORLD, 2);
-    }
-  }
+  parse_args(argc, argv);
   nblocks = 2 * world_size;
   rows_per_block = (n - 2) / nblocks;
   if (world_size < 2 || rows_per_block < 1 || (n - 2) % nblocks != 0 || every < 1 || kill_rank >= world_size ||
       kill_rank == 0) {
-    if (world_rank == 0)
-      fprintf(stderr, "need 2 or more processes, N-2 divisible by 2 x processes, and a victim other than rank 0\n");
-    MPI_Abort(MPI_COMM_WORLD, 2);
+    usage_error("needs 2 or more processes, N-2 divisible by 2 x processes, and a victim other than rank 0");
   }
   t0 = wall();
   MPI_Bcast(&t0, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);

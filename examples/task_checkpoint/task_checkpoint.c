@@ -20,6 +20,9 @@
  * --kill-rank R dies (SIGKILL) after finishing --kill-after tasks; -1: no failure.
  * --kill2-rank R2 dies inside the survivors' recovery, after store_recover returned and before
  * the adoption: the survivors recover again. */
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
 #include <rmastore/store.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -334,6 +337,78 @@ static store_status_t steal(worker_t *mine, int *got) {
   return STORE_OK;
 }
 
+/* ---- command line ---------------------------------------------------------------------------- */
+
+static const char usage[] = "usage: task_checkpoint [--n N] [--kill-rank R|-1] [--kill-after T] "
+                            "[--kill2-rank R|-1] [--replicas R]\n";
+
+/* Every rank has the same arguments and finds the same mistake: rank 0 prints it, with the
+ * usage, and every rank leaves MPI and exits with status 2. */
+static void usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+static void usage_error(const char *fmt, ...) {
+  if (world_rank == 0) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "task_checkpoint: ");
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n%s", usage);
+    va_end(ap);
+  }
+  MPI_Finalize();
+  exit(2);
+}
+
+/* The whole of `text` as a base-10 integer in [min, max], or a usage error. */
+static int int_arg(const char *option, const char *text, long min, long max) {
+  char *end;
+  errno = 0;
+  const long v = strtol(text, &end, 10);
+  if (end == text || *end != '\0' || errno == ERANGE || v < min || v > max)
+    usage_error("%s needs a whole number from %ld to %ld, not '%s'", option, min, max, text);
+  return (int)v;
+}
+
+static void parse_args(int argc, char **argv) {
+  enum { OPT_N = 256, OPT_KILL_RANK, OPT_KILL_AFTER, OPT_KILL2_RANK, OPT_REPLICAS };
+  static const struct option options[] = {{"n", required_argument, NULL, OPT_N},
+                                          {"kill-rank", required_argument, NULL, OPT_KILL_RANK},
+                                          {"kill-after", required_argument, NULL, OPT_KILL_AFTER},
+                                          {"kill2-rank", required_argument, NULL, OPT_KILL2_RANK},
+                                          {"replicas", required_argument, NULL, OPT_REPLICAS},
+                                          {"help", no_argument, NULL, 'h'},
+                                          {NULL, 0, NULL, 0}};
+  opterr = 0; /* mistakes are reported below, once */
+  for (int c; (c = getopt_long(argc, argv, ":h", options, NULL)) != -1;) {
+    switch (c) {
+    case OPT_N:
+      n = int_arg("--n", optarg, 4, 14);
+      break;
+    case OPT_KILL_RANK:
+      kill_rank = int_arg("--kill-rank", optarg, -1, INT_MAX);
+      break;
+    case OPT_KILL_AFTER:
+      kill_after = int_arg("--kill-after", optarg, 0, INT_MAX);
+      break;
+    case OPT_KILL2_RANK:
+      kill2_rank = int_arg("--kill2-rank", optarg, -1, INT_MAX);
+      break;
+    case OPT_REPLICAS:
+      replicas = int_arg("--replicas", optarg, 1, INT_MAX);
+      break;
+    case 'h':
+      if (world_rank == 0) fputs(usage, stdout);
+      MPI_Finalize();
+      exit(0);
+    case ':':
+      usage_error("option '%s' needs a value", argv[optind - 1]);
+    default:
+      if (optopt > 0 && optopt < 256) usage_error("unknown option '-%c'", optopt);
+      usage_error("unknown option '%s'", argv[optind - 1]);
+    }
+  }
+  if (optind < argc) usage_error("unexpected argument '%s'", argv[optind]);
+}
+
 /* ---- main ----------------------------------------------------------------------------------- */
 
 int main(int argc, char **argv) {
@@ -344,27 +419,10 @@ int main(int argc, char **argv) {
   /* Steal requests travel on MPI_COMM_WORLD until the first failure: a send to a dead worker
    * must return an error, not abort the job. */
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
-  for (int i = 1; i + 1 < argc; i += 2) {
-    int v = atoi(argv[i + 1]);
-    if (!strcmp(argv[i], "--n"))
-      n = v;
-    else if (!strcmp(argv[i], "--kill-rank"))
-      kill_rank = v;
-    else if (!strcmp(argv[i], "--kill-after"))
-      kill_after = v;
-    else if (!strcmp(argv[i], "--kill2-rank"))
-      kill2_rank = v;
-    else if (!strcmp(argv[i], "--replicas"))
-      replicas = v;
-    else {
-      if (world_rank == 0) fprintf(stderr, "unknown option %s\n", argv[i]);
-      MPI_Abort(MPI_COMM_WORLD, 2);
-    }
-  }
+  parse_args(argc, argv);
   if (n < 4 || n > 14 || world_size < 2 || kill_rank >= world_size || kill2_rank >= world_size ||
       (kill_rank >= 0 && kill_rank == kill2_rank)) {
-    if (world_rank == 0) fprintf(stderr, "need 4 <= N <= 14, 2 or more processes, and distinct victims\n");
-    MPI_Abort(MPI_COMM_WORLD, 2);
+    usage_error("needs 4 <= N <= 14, 2 or more processes, and distinct victims");
   }
   if (kill_rank < 0) kill2_rank = -1; /* a death inside a recovery needs a recovery */
   srand((unsigned)world_rank * 7919u + 1u);
