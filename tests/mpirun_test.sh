@@ -16,21 +16,12 @@ fi
 dir=$(mktemp -d "${TMPDIR:-/tmp}/rmastore-test.XXXXXX")
 trap 'rm -rf "$dir"' EXIT
 
-# async_mpi_finalize: after a process failure, Open MPI 5.0.7's MPI_Finalize sometimes waits
-# forever in a PMIx fence that includes the dead process (seen about 1 run in 10).
-flags=(--with-ft ulfm --mca async_mpi_finalize 1 --oversubscribe --bind-to none -n "$np")
-[ "$(id -u)" = 0 ] && flags+=(--allow-run-as-root)
-# Pass the library's and the tests' own settings (RMASTORE_*) on to every rank.
-for v in $(compgen -e | grep '^RMASTORE_' || true); do flags+=(-x "$v"); done
-# --with-ft ulfm makes every rank print that osc/rdma is untested after failures; expected noise.
-# RMASTORE_TEST_HOSTS=N spreads the ranks over N simulated hosts, talking TCP between hosts.
-launch=("$mpirun")
-if [ -n "${RMASTORE_TEST_HOSTS:-}" ]; then
-  launch=("$(dirname "$0")/../scripts/multihost.sh" run "$RMASTORE_TEST_HOSTS" "$mpirun")
-fi
-RMASTORE_TEST_VERDICT_DIR=$dir timeout --kill-after=10 "$limit" "${launch[@]}" "${flags[@]}" "$@" 2>&1 |
-  grep -a -v -e "is not tested for post-failure operation" -e "help-mpi-ft.txt" -e "^ *osc module" \
-          -e "Set the MCA parameter" -e "^ *(default: yes)" -e "^-----*$"
+# The mpirun flags, the launch across simulated hosts and the noise filter: scripts/launch.sh.
+# shellcheck source=scripts/launch.sh
+source "$(dirname "$0")/../scripts/launch.sh"
+rmastore_launch "$mpirun"
+RMASTORE_TEST_VERDICT_DIR=$dir timeout --kill-after=10 "$limit" "${RMASTORE_LAUNCH[@]}" -n "$np" "$@" 2>&1 |
+  rmastore_filter_noise
 rc=${PIPESTATUS[0]}
 
 # Deaths the scenario configured must have happened where it said: each spec of RMASTORE_FAULT
