@@ -10,8 +10,7 @@ out=${1:-store_bench.jsonl}
 part=${2:-all}
 # shellcheck source=/dev/null
 source "${RMASTORE_CACHE:-$HOME/.cache/rmastore}/mpi-env.sh"
-flags=(--with-ft ulfm --mca async_mpi_finalize 1 --oversubscribe --bind-to none)
-[ "$(id -u)" = 0 ] && flags+=(--allow-run-as-root)
+source "$root/scripts/launch.sh"; flags=("${RMASTORE_MPIRUN_FLAGS[@]}")
 bench() { # np, then store_bench arguments
   local np=$1
   shift

@@ -1,8 +1,8 @@
 # shellcheck shell=bash
 # How this repository launches its MPI programs: the one source of the mpirun flags and of the
-# filter for Open MPI's expected noise. Sourced (not run) by tests/mpirun_test.sh and
-# examples/run_example.sh (and so scripts/demo.sh). Safe under `set -euo pipefail`. The flags
-# are explained for users in docs/operations.md ("Launching").
+# filter for Open MPI's expected noise. Sourced (not run) by tests/mpirun_test.sh,
+# examples/run_example.sh (and so scripts/demo.sh) and benchmarks/run_matrix.sh. Safe under
+# `set -euo pipefail`. The flags are explained for users in docs/operations.md ("Launching").
 #
 #   RMASTORE_MPIRUN_FLAGS      the flags every run needs (not the process count)
 #   rmastore_launch MPIRUN     sets RMASTORE_LAUNCH to MPIRUN and those flags, or, with
