@@ -124,7 +124,7 @@ fi
 
 # Build from Debian 13's source package. The apt configuration is private to the cache: it
 # reuses the mirror this machine already uses and leaves the system's sources alone.
-log "building Open MPI $OMPI_VERSION with ULFM into $RMASTORE_MPI_PREFIX (about 16 minutes on 2 cores)"
+log "building Open MPI $OMPI_VERSION with ULFM into $RMASTORE_MPI_PREFIX (about 20 minutes on 2 cores, once)"
 src_root="$RMASTORE_CACHE/src"
 aptdir="$RMASTORE_CACHE/apt-trixie"
 mkdir -p "$src_root" "$aptdir/lists/partial" "$aptdir/cache/archives/partial"
