@@ -3,6 +3,8 @@
 //
 //   mpirun -n P compare_redis [--replicas R] [--sizes 8,4K,1M] [--port 6400]
 //
+// It links the installed library and uses only its installed headers (docs/benchmarks.md).
+//
 // Rank 0 starts a redis-server master and R-1 replicas on loopback (persistence off), waits
 // until the replicas are in sync, and stops them at the end. Every rank is one client:
 //   put: Redis SET + WAIT R-1 0 (the SET returns once the replicas acknowledged it), against
@@ -33,8 +35,8 @@
 #include <vector>
 
 #include "bench_util.hpp"
-#include "capi_internal.hpp"
 #include "rmastore/store.h"
+#include "rmastore/store_hooks.h"
 
 namespace {
 
@@ -233,7 +235,7 @@ int main(int argc, char **argv) {
   int source = rank;
   for (int other = 1; other < np; ++other) {
     const int candidate = (rank + other) % np;
-    const std::vector<int> holders = rmastore::internal::impl(store)->holders(static_cast<store_key_t>(candidate));
+    const std::vector<int> holders = key_holders(store, static_cast<store_key_t>(candidate));
     if (std::find(holders.begin(), holders.end(), rank) == holders.end()) {
       source = candidate;
       break;

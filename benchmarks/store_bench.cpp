@@ -13,6 +13,11 @@
 //                           [--replicas 1,2] [--scenario idle,busy] [--reps N] [--max-sleep-us N]
 //                           [--detector off,notify,ping] [--mib N] [--recovery global|localized]
 //
+// It links the installed library (the one applications link, without fault points) and uses
+// only its installed headers: where a key's copies are comes from the test hook
+// store_key_holders (rmastore/store_hooks.h). benchmarks/run_matrix.sh builds it against an
+// install (docs/benchmarks.md).
+//
 // --recovery applies to --op pause only; the other ops use the global variant (--op variants
 // measures both).
 //
@@ -37,6 +42,8 @@
 //   --reps rounds (default 200).
 #include <malloc.h>
 #include <mpi.h>
+// after mpi.h, on purpose: Open MPI's ULFM extensions (MPIX_Comm_revoke, ...)
+#include <mpi-ext.h>
 #include <sys/resource.h>
 
 #include <signal.h>
@@ -54,9 +61,8 @@
 #include <vector>
 
 #include "bench_util.hpp"
-#include "capi_internal.hpp"
 #include "rmastore/store.h"
-#include "ulfm.hpp"
+#include "rmastore/store_hooks.h"
 
 namespace {
 
@@ -219,20 +225,11 @@ void emit(const Row &r) {
 
 // A key whose `r` holders are all ranks other than 0, if there are enough ranks.
 store_key_t remote_key(store_t s, std::uint64_t salt) {
-  auto *impl = rmastore::internal::impl(s);
-  const int r = impl->placement()->replicas();
-  std::vector<int> h(static_cast<std::size_t>(r));
+  const store_info_t info = info_of(s);
   for (store_key_t k = salt * 1000003;; ++k) {
-    impl->placement()->holders(k, h);
-    if (std::find(h.begin(), h.end(), 0) == h.end() || r >= impl->size()) return k;
+    const std::vector<int> h = key_holders(s, k);
+    if (std::find(h.begin(), h.end(), 0) == h.end() || info.replicas >= info.size) return k;
   }
-}
-
-std::vector<int> holders_of(store_t s, store_key_t k) {
-  auto *impl = rmastore::internal::impl(s);
-  std::vector<int> h(static_cast<std::size_t>(impl->placement()->replicas()));
-  impl->placement()->holders(k, h);
-  return h;
 }
 
 // Stores opt.mib MiB per rank, kills the last rank, measures detection on every survivor and
@@ -269,13 +266,9 @@ void run_failure(const Options &opt, RawWindow &raw, int rank, int np) {
   // puts in flight, and the time to the first STORE_ERR_PROC_FAILED is the bound a caller sees.
   // Its slots are created now.
   store_key_t aimed = static_cast<store_key_t>(rank) * 100000 + 90000;
-  {
-    auto *impl = rmastore::internal::impl(s);
-    std::vector<int> h(static_cast<std::size_t>(impl->placement()->replicas()));
-    for (;; ++aimed) {
-      impl->placement()->holders(aimed, h);
-      if (std::find(h.begin(), h.end(), np - 1) != h.end()) break;
-    }
+  for (;; ++aimed) {
+    const std::vector<int> h = key_holders(s, aimed);
+    if (std::find(h.begin(), h.end(), np - 1) != h.end()) break;
   }
   std::vector<char> aimed_value(64 * 1024, 3);
   if (rank != np - 1 && store_put(s, aimed, aimed_value.data(), aimed_value.size()) != STORE_OK) {
@@ -407,7 +400,7 @@ void run_pause(const Options &opt, int rank, int np) {
   const bool affected = rank % 2 == 1;
   store_key_t key = static_cast<store_key_t>(rank) * 100000 + 50000;
   for (;; ++key) {
-    const std::vector<int> h = holders_of(s, key);
+    const std::vector<int> h = key_holders(s, key);
     if ((std::find(h.begin(), h.end(), victim) != h.end()) == affected) break;
   }
   if (rank != victim && store_put(s, key, value.data(), size) != STORE_OK) MPI_Abort(MPI_COMM_WORLD, 6);
@@ -529,7 +522,7 @@ int main(int argc, char **argv) {
         if (op != "put" && op != "get") continue;
         for (std::size_t size : opt.sizes) {
           const store_key_t key = remote_key(s, size + 7 * static_cast<std::size_t>(r));
-          const std::vector<int> targets = holders_of(s, key);
+          const std::vector<int> targets = key_holders(s, key);
           const int reps = reps_for(opt, size);
           // Creates the slots (and, for gets, the read grant): not part of the measurement.
           if (rank == 0) {
@@ -639,7 +632,7 @@ int main(int argc, char **argv) {
     }
     for (std::size_t size : opt.sizes) {
       const store_key_t key = remote_key(st[0], size + 11); // same placement in every store
-      const std::vector<int> targets = holders_of(st[0], key);
+      const std::vector<int> targets = key_holders(st[0], key);
       const int reps = reps_for(opt, size);
       std::vector<double> t[4];
       if (rank == 0) {
@@ -688,7 +681,7 @@ int main(int argc, char **argv) {
     }
     for (std::size_t size : opt.sizes) {
       const store_key_t key = remote_key(st[0], size + 13); // same placement in both stores
-      const std::vector<int> targets = holders_of(st[0], key);
+      const std::vector<int> targets = key_holders(st[0], key);
       const int reps = reps_for(opt, size);
       std::vector<double> t[3];
       if (rank == 0) {
