@@ -1,13 +1,24 @@
-// Shared by the benchmarks: time, option parsing, and latency statistics.
+// Shared by the benchmarks: time, option parsing, where a key's copies are, and latency
+// statistics. Like the benchmarks, it uses only the installed headers.
 #pragma once
 
+#include <mpi.h>
+
 #include <algorithm>
+#include <cctype>
+#include <cerrno>
 #include <chrono>
+#include <climits>
 #include <cmath>
 #include <cstddef>
+#include <cstdio>
 #include <cstdlib>
+#include <initializer_list>
 #include <string>
 #include <vector>
+
+#include "rmastore/store.h"
+#include "rmastore/store_hooks.h"
 
 namespace rmastore::bench {
 
@@ -28,14 +39,68 @@ inline std::vector<std::string> split(const std::string &s) {
   return out;
 }
 
-// "4K" -> 4096; K, M and G suffixes (powers of 1024).
-inline std::size_t parse_size(const std::string &s) {
+// "4K" -> 4096: a number with an optional K, M or G suffix (powers of 1024). False if `s` is not
+// one.
+inline bool parse_size(const std::string &s, std::size_t &out) {
+  if (s.empty() || !(std::isdigit(static_cast<unsigned char>(s[0])) || s[0] == '.')) return false;
+  errno = 0;
   char *end = nullptr;
   double v = std::strtod(s.c_str(), &end);
-  if (*end == 'K' || *end == 'k') v *= 1024;
-  if (*end == 'M' || *end == 'm') v *= 1024 * 1024;
-  if (*end == 'G' || *end == 'g') v *= 1024.0 * 1024 * 1024;
-  return static_cast<std::size_t>(v);
+  if (end == s.c_str() || errno != 0) return false;
+  const char unit = static_cast<char>(std::toupper(static_cast<unsigned char>(*end)));
+  if (unit == 'K' || unit == 'M' || unit == 'G') {
+    v *= unit == 'K' ? 1024.0 : unit == 'M' ? 1024.0 * 1024 : 1024.0 * 1024 * 1024;
+    ++end;
+  }
+  if (*end != '\0' || !(v >= 0 && v < 0x1p63)) return false;
+  out = static_cast<std::size_t>(v);
+  return true;
+}
+
+// A decimal integer of at least `min`. False if `s` is not one.
+inline bool parse_int(const std::string &s, int &out, int min = INT_MIN) {
+  if (s.empty()) return false;
+  errno = 0;
+  char *end = nullptr;
+  const long v = std::strtol(s.c_str(), &end, 10);
+  if (end == s.c_str() || *end != '\0' || errno != 0 || v < min || v > INT_MAX) return false;
+  out = static_cast<int>(v);
+  return true;
+}
+
+// True if every element of `values` is one of `allowed`, and there is at least one.
+inline bool all_of_names(const std::vector<std::string> &values, std::initializer_list<const char *> allowed) {
+  if (values.empty()) return false;
+  for (const std::string &v : values) {
+    if (std::none_of(allowed.begin(), allowed.end(), [&](const char *a) { return v == a; })) return false;
+  }
+  return true;
+}
+
+// The ranks (in the store's communicator) of the processes holding the copies of `key`, best
+// first: the test hook of rmastore/store_hooks.h. Aborts the job if the hook fails.
+inline std::vector<int> key_holders(store_t s, store_key_t key) {
+  int n = 0;
+  store_status_t st = store_key_holders(s, key, nullptr, 0, &n);
+  std::vector<int> ranks(static_cast<std::size_t>(n > 0 ? n : 0));
+  if (st == STORE_ERR_TRUNCATED) st = store_key_holders(s, key, ranks.data(), n, &n);
+  if (st != STORE_OK || static_cast<std::size_t>(n) != ranks.size()) {
+    std::fprintf(stderr, "store_key_holders: %s\n", store_strerror(st));
+    MPI_Abort(MPI_COMM_WORLD, 12);
+  }
+  return ranks;
+}
+
+// This process's view of a store: its size, rank and replicas. Aborts the job on failure.
+inline store_info_t info_of(store_t s) {
+  store_info_t info;
+  store_info_init(&info);
+  const store_status_t st = store_get_info(s, &info);
+  if (st != STORE_OK) {
+    std::fprintf(stderr, "store_get_info: %s\n", store_strerror(st));
+    MPI_Abort(MPI_COMM_WORLD, 12);
+  }
+  return info;
 }
 
 struct Stats {

@@ -1,7 +1,9 @@
 // compare_redis: rmastore against what HPC users would otherwise reach for, Redis with
 // replication, on the same machine and with the same number of copies and clients.
 //
-//   mpirun -n P compare_redis [--replicas R] [--sizes 8,4K,1M] [--port 6400]
+//   mpirun -n P compare_redis [--replicas R] [--sizes 8,4K,1M] [--port 6400] [--help]
+//
+// It links the installed library and uses only its installed headers (docs/benchmarks.md).
 //
 // Rank 0 starts a redis-server master and R-1 replicas on loopback (persistence off), waits
 // until the replicas are in sync, and stops them at the end. Every rank is one client:
@@ -14,6 +16,7 @@
 // object per line per (op, system, size), with latency over all clients' operations and the
 // aggregate throughput (MiB_per_s counts value bytes, not copies); the rmastore rows carry
 // speedup = Redis median / rmastore median.
+#include <getopt.h>
 #include <mpi.h>
 
 #include <hiredis.h>
@@ -33,8 +36,8 @@
 #include <vector>
 
 #include "bench_util.hpp"
-#include "capi_internal.hpp"
 #include "rmastore/store.h"
+#include "rmastore/store_hooks.h"
 
 namespace {
 
@@ -179,6 +182,53 @@ void emit(const char *op, const char *system, std::size_t size, int np, int repl
   std::fflush(stdout);
 }
 
+constexpr const char *kUsage = "usage: compare_redis [--replicas R] [--sizes 8,4K,1M] [--port P] [--help]\n";
+
+// Every rank parses the same arguments; only rank 0 (`talk`) prints. Returns -1 to run, or the
+// status to exit with: 0 after --help, 2 for arguments it refuses (after the usage).
+int parse(int argc, char **argv, bool talk, int &replicas, int &port, std::vector<std::size_t> &sizes) {
+  enum { kReplicas = 256, kSizes, kPort };
+  static const option longopts[] = {{"replicas", required_argument, nullptr, kReplicas},
+                                    {"sizes", required_argument, nullptr, kSizes},
+                                    {"port", required_argument, nullptr, kPort},
+                                    {"help", no_argument, nullptr, 'h'},
+                                    {nullptr, 0, nullptr, 0}};
+  const auto refuse = [&](const char *what, const char *value) {
+    if (talk) std::fprintf(stderr, "compare_redis: %s: '%s'\n%s", what, value, kUsage);
+    return 2;
+  };
+  opterr = talk ? 1 : 0; // getopt_long's own message for unknown options and missing values
+  int c = 0;
+  while ((c = getopt_long(argc, argv, "h", longopts, nullptr)) != -1) {
+    const std::string v = optarg != nullptr ? optarg : "";
+    switch (c) {
+    case kReplicas:
+      if (!parse_int(v, replicas, 1)) return refuse("--replicas takes a copy count of at least 1", optarg);
+      break;
+    case kSizes:
+      sizes.clear();
+      for (const std::string &x : split(v)) {
+        std::size_t n = 0;
+        if (!parse_size(x, n)) return refuse("--sizes takes sizes such as 8,4K,1M", optarg);
+        sizes.push_back(n);
+      }
+      if (sizes.empty()) return refuse("--sizes takes sizes such as 8,4K,1M", optarg);
+      break;
+    case kPort:
+      if (!parse_int(v, port, 1) || port > 65535) return refuse("--port takes a TCP port", optarg);
+      break;
+    case 'h':
+      if (talk) std::fputs(kUsage, stdout);
+      return 0;
+    default: // getopt_long printed what is wrong
+      if (talk) std::fputs(kUsage, stderr);
+      return 2;
+    }
+  }
+  if (optind < argc) return refuse("unexpected argument", argv[optind]);
+  return -1;
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -189,20 +239,12 @@ int main(int argc, char **argv) {
   MPI_Comm_size(MPI_COMM_WORLD, &np);
   int replicas = 2, port = 6400;
   std::vector<std::size_t> sizes = {8, 64, 512, 4096, 65536, 1 << 20, 16 << 20};
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string a = argv[i], v = argv[i + 1];
-    if (a == "--replicas") {
-      replicas = std::atoi(v.c_str());
-    } else if (a == "--port") {
-      port = std::atoi(v.c_str());
-    } else if (a == "--sizes") {
-      sizes.clear();
-      for (const std::string &x : split(v)) sizes.push_back(parse_size(x));
-    } else {
-      fail("usage: compare_redis [--replicas R] [--sizes 8,4K,1M] [--port P]");
-    }
+  if (const int status = parse(argc, argv, rank == 0, replicas, port, sizes); status >= 0) {
+    MPI_Finalize();
+    return status;
   }
   if (replicas < 1 || replicas > np) fail("--replicas must be between 1 and the number of processes");
+  if (port > 65536 - replicas) fail("--port: the replicas listen on the ports after it, which must exist");
 
   // Redis: a master and replicas-1 replicas, started by rank 0.
   char dir[] = "/tmp/compare_redis.XXXXXX";
@@ -233,7 +275,7 @@ int main(int argc, char **argv) {
   int source = rank;
   for (int other = 1; other < np; ++other) {
     const int candidate = (rank + other) % np;
-    const std::vector<int> holders = rmastore::internal::impl(store)->holders(static_cast<store_key_t>(candidate));
+    const std::vector<int> holders = key_holders(store, static_cast<store_key_t>(candidate));
     if (std::find(holders.begin(), holders.end(), rank) == holders.end()) {
       source = candidate;
       break;

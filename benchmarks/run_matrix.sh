@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # Runs the store_bench points reported in docs/benchmarks.md and writes their JSON lines to
-# the file given as $1 (default: store_bench.jsonl). Needs a build in $RMASTORE_BUILD_DIR.
-# The second argument picks a part: all (default), global, or localized (the two variants).
+# the file given as $1 (default: store_bench.jsonl). The second argument picks a part: all
+# (default), global, or localized (the two variants).
 #   benchmarks/run_matrix.sh [out.jsonl] [all|global|localized]
+# store_bench is built against the installed library (benchmarks/build_installed.sh: the build
+# tree in $RMASTORE_BUILD_DIR, default build/, is installed into a prefix and the benchmarks
+# are built on their own against it), so the figures are those of the library applications link.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-build=${RMASTORE_BUILD_DIR:-$root/build}
 out=${1:-store_bench.jsonl}
 part=${2:-all}
+bench_build=$("$root/benchmarks/build_installed.sh" store_bench)
 # shellcheck source=/dev/null
 source "${RMASTORE_CACHE:-$HOME/.cache/rmastore}/mpi-env.sh"
 source "$root/scripts/launch.sh"; flags=("${RMASTORE_MPIRUN_FLAGS[@]}")
@@ -17,7 +20,7 @@ bench() { # np, then store_bench arguments
   echo "== np=$np $*" >&2
   local log
   log=$(mktemp)
-  mpirun "${flags[@]}" -n "$np" "$build/benchmarks/store_bench" "$@" >"$log" 2>&1 || true
+  mpirun "${flags[@]}" -n "$np" "$bench_build/store_bench" "$@" >"$log" 2>&1 || true
   if grep -aq '{"op":' "$log"; then
     grep -ao '{"op":.*}' "$log" | tee -a "$out"
   else

@@ -9,9 +9,15 @@
 //          thread can serve the puts.
 // Output: one JSON object per line (stdout), then a table (stderr).
 //
-//   mpirun -n 3 store_bench [--op put,get,cpu,detectors,variants,pause,failure] [--sizes 8,4096,1M]
-//                           [--replicas 1,2] [--scenario idle,busy] [--reps N] [--max-sleep-us N]
-//                           [--detector off,notify,ping] [--mib N] [--recovery global|localized]
+//   mpirun -n 3 store_bench [--op put,get,cpu,detectors,variants,recover-memory,pause,failure]
+//                           [--sizes 8,4096,1M] [--replicas 1,2] [--scenario idle,busy] [--reps N]
+//                           [--max-sleep-us N] [--detector off,notify,ping] [--mib N]
+//                           [--recovery global|localized] [--host-loss 0|1] [--help]
+//
+// It links the installed library (the one applications link, without fault points) and uses
+// only its installed headers: where a key's copies are comes from the test hook
+// store_key_holders (rmastore/store_hooks.h). benchmarks/run_matrix.sh builds it against an
+// install (docs/benchmarks.md).
 //
 // --recovery applies to --op pause only; the other ops use the global variant (--op variants
 // measures both).
@@ -35,8 +41,11 @@
 // --op recover-memory: heap bytes a store_recover with no failure keeps per call, both
 //   variants, against a raw recovery's communicator calls (dup, revoke, shrink, agree, free);
 //   --reps rounds (default 200).
+#include <getopt.h>
 #include <malloc.h>
 #include <mpi.h>
+// after mpi.h, on purpose: Open MPI's ULFM extensions (MPIX_Comm_revoke, ...)
+#include <mpi-ext.h>
 #include <sys/resource.h>
 
 #include <signal.h>
@@ -54,9 +63,8 @@
 #include <vector>
 
 #include "bench_util.hpp"
-#include "capi_internal.hpp"
 #include "rmastore/store.h"
-#include "ulfm.hpp"
+#include "rmastore/store_hooks.h"
 
 namespace {
 
@@ -79,55 +87,108 @@ const char *detector_name(int d) {
   return d == STORE_DETECTOR_OFF ? "off" : d == STORE_DETECTOR_PING ? "ping" : "notify";
 }
 
-Options parse(int argc, char **argv) {
-  Options o;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    auto next = [&]() -> std::string {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "store_bench: %s needs a value\n", a.c_str());
-        MPI_Abort(MPI_COMM_WORLD, 2);
-      }
-      return argv[++i];
-    };
-    if (a == "--op") {
-      o.ops = split(next());
-    } else if (a == "--sizes") {
+constexpr const char *kUsage =
+    "usage: store_bench [--op put,get,cpu,detectors,variants,recover-memory,pause,failure]\n"
+    "                   [--sizes 8,4K,1M] [--replicas 1,2] [--scenario idle,busy] [--reps N]\n"
+    "                   [--max-sleep-us N] [--detector off,notify,ping] [--mib N]\n"
+    "                   [--recovery global|localized] [--host-loss 0|1] [--help]\n";
+
+// Every rank parses the same arguments; only rank 0 (`talk`) prints. Returns -1 to run, or the
+// status to exit with: 0 after --help, 2 for arguments it refuses (after the usage).
+int parse(int argc, char **argv, bool talk, Options &o) {
+  enum { kOp = 256, kSizes, kReplicas, kScenario, kReps, kMaxSleep, kDetector, kMib, kHostLoss, kRecovery };
+  static const option longopts[] = {{"op", required_argument, nullptr, kOp},
+                                    {"sizes", required_argument, nullptr, kSizes},
+                                    {"replicas", required_argument, nullptr, kReplicas},
+                                    {"scenario", required_argument, nullptr, kScenario},
+                                    {"reps", required_argument, nullptr, kReps},
+                                    {"max-sleep-us", required_argument, nullptr, kMaxSleep},
+                                    {"detector", required_argument, nullptr, kDetector},
+                                    {"mib", required_argument, nullptr, kMib},
+                                    {"host-loss", required_argument, nullptr, kHostLoss},
+                                    {"recovery", required_argument, nullptr, kRecovery},
+                                    {"help", no_argument, nullptr, 'h'},
+                                    {nullptr, 0, nullptr, 0}};
+  const auto refuse = [&](const char *what, const char *value) {
+    if (talk) std::fprintf(stderr, "store_bench: %s: '%s'\n%s", what, value, kUsage);
+    return 2;
+  };
+  opterr = talk ? 1 : 0; // getopt_long's own message for unknown options and missing values
+  int c = 0;
+  while ((c = getopt_long(argc, argv, "h", longopts, nullptr)) != -1) {
+    const std::string v = optarg != nullptr ? optarg : "";
+    switch (c) {
+    case kOp:
+      o.ops = split(v);
+      if (!all_of_names(o.ops, {"put", "get", "cpu", "detectors", "variants", "recover-memory", "pause", "failure"}))
+        return refuse("--op takes put, get, cpu, detectors, variants, recover-memory, pause or failure", optarg);
+      break;
+    case kSizes:
       o.sizes.clear();
-      for (auto &s : split(next())) o.sizes.push_back(parse_size(s));
-    } else if (a == "--replicas") {
+      for (const std::string &x : split(v)) {
+        std::size_t n = 0;
+        if (!parse_size(x, n)) return refuse("--sizes takes sizes such as 8,4K,1M", optarg);
+        o.sizes.push_back(n);
+      }
+      if (o.sizes.empty()) return refuse("--sizes takes sizes such as 8,4K,1M", optarg);
+      break;
+    case kReplicas:
       o.replicas.clear();
-      for (auto &s : split(next())) o.replicas.push_back(std::atoi(s.c_str()));
-    } else if (a == "--scenario") {
-      o.scenarios = split(next());
-    } else if (a == "--reps") {
-      o.reps = std::atoi(next().c_str());
-    } else if (a == "--max-sleep-us") {
-      o.max_sleep_us = std::atoi(next().c_str());
-    } else if (a == "--detector") {
+      for (const std::string &x : split(v)) {
+        int n = 0;
+        if (!parse_int(x, n, 1)) return refuse("--replicas takes copy counts of at least 1", optarg);
+        o.replicas.push_back(n);
+      }
+      if (o.replicas.empty()) return refuse("--replicas takes copy counts of at least 1", optarg);
+      break;
+    case kScenario:
+      o.scenarios = split(v);
+      if (!all_of_names(o.scenarios, {"idle", "busy"})) return refuse("--scenario takes idle, busy", optarg);
+      break;
+    case kReps:
+      if (!parse_int(v, o.reps, 0)) return refuse("--reps takes a count (0: chosen per size)", optarg);
+      break;
+    case kMaxSleep:
+      if (!parse_int(v, o.max_sleep_us, 0)) return refuse("--max-sleep-us takes microseconds", optarg);
+      break;
+    case kDetector: {
+      const std::vector<std::string> names = split(v);
+      if (!all_of_names(names, {"off", "notify", "ping"})) return refuse("--detector takes off, notify, ping", optarg);
       o.detectors.clear();
-      for (auto &d : split(next())) {
+      for (const std::string &d : names) {
         o.detectors.push_back(d == "off"    ? STORE_DETECTOR_OFF
                               : d == "ping" ? STORE_DETECTOR_PING
                                             : STORE_DETECTOR_NOTIFY);
       }
-    } else if (a == "--mib") {
-      o.mib = std::atoi(next().c_str());
-    } else if (a == "--host-loss") {
-      o.host_loss = std::atoi(next().c_str()) != 0;
-    } else if (a == "--recovery") {
+      break;
+    }
+    case kMib:
+      if (!parse_int(v, o.mib, 0)) return refuse("--mib takes a number of MiB", optarg);
+      break;
+    case kHostLoss: {
+      int n = 0;
+      if (!parse_int(v, n)) return refuse("--host-loss takes 0 or 1", optarg);
+      o.host_loss = n != 0;
+      break;
+    }
+    case kRecovery: {
+      const std::vector<std::string> names = split(v);
+      if (!all_of_names(names, {"global", "localized"})) return refuse("--recovery takes global, localized", optarg);
       o.recoveries.clear();
-      for (auto &v : split(next()))
-        o.recoveries.push_back(v == "localized" ? STORE_RECOVERY_LOCALIZED : STORE_RECOVERY_GLOBAL);
-    } else {
-      std::fprintf(stderr, "usage: store_bench [--op put,get,cpu,detectors,variants,recover-memory,pause,failure] "
-                           "[--sizes 8,4K,1M] [--replicas 1,2] "
-                           "[--scenario idle,busy] [--reps N] [--max-sleep-us N] [--detector off,notify,ping] "
-                           "[--mib N] [--recovery global|localized] [--host-loss 1]\n");
-      MPI_Abort(MPI_COMM_WORLD, 2);
+      for (const std::string &r : names)
+        o.recoveries.push_back(r == "localized" ? STORE_RECOVERY_LOCALIZED : STORE_RECOVERY_GLOBAL);
+      break;
+    }
+    case 'h':
+      if (talk) std::fputs(kUsage, stdout);
+      return 0;
+    default: // getopt_long printed what is wrong
+      if (talk) std::fputs(kUsage, stderr);
+      return 2;
     }
   }
-  return o;
+  if (optind < argc) return refuse("unexpected argument", argv[optind]);
+  return -1;
 }
 
 int reps_for(const Options &o, std::size_t size) {
@@ -219,20 +280,11 @@ void emit(const Row &r) {
 
 // A key whose `r` holders are all ranks other than 0, if there are enough ranks.
 store_key_t remote_key(store_t s, std::uint64_t salt) {
-  auto *impl = rmastore::internal::impl(s);
-  const int r = impl->placement()->replicas();
-  std::vector<int> h(static_cast<std::size_t>(r));
+  const store_info_t info = info_of(s);
   for (store_key_t k = salt * 1000003;; ++k) {
-    impl->placement()->holders(k, h);
-    if (std::find(h.begin(), h.end(), 0) == h.end() || r >= impl->size()) return k;
+    const std::vector<int> h = key_holders(s, k);
+    if (std::find(h.begin(), h.end(), 0) == h.end() || info.replicas >= info.size) return k;
   }
-}
-
-std::vector<int> holders_of(store_t s, store_key_t k) {
-  auto *impl = rmastore::internal::impl(s);
-  std::vector<int> h(static_cast<std::size_t>(impl->placement()->replicas()));
-  impl->placement()->holders(k, h);
-  return h;
 }
 
 // Stores opt.mib MiB per rank, kills the last rank, measures detection on every survivor and
@@ -269,13 +321,9 @@ void run_failure(const Options &opt, RawWindow &raw, int rank, int np) {
   // puts in flight, and the time to the first STORE_ERR_PROC_FAILED is the bound a caller sees.
   // Its slots are created now.
   store_key_t aimed = static_cast<store_key_t>(rank) * 100000 + 90000;
-  {
-    auto *impl = rmastore::internal::impl(s);
-    std::vector<int> h(static_cast<std::size_t>(impl->placement()->replicas()));
-    for (;; ++aimed) {
-      impl->placement()->holders(aimed, h);
-      if (std::find(h.begin(), h.end(), np - 1) != h.end()) break;
-    }
+  for (;; ++aimed) {
+    const std::vector<int> h = key_holders(s, aimed);
+    if (std::find(h.begin(), h.end(), np - 1) != h.end()) break;
   }
   std::vector<char> aimed_value(64 * 1024, 3);
   if (rank != np - 1 && store_put(s, aimed, aimed_value.data(), aimed_value.size()) != STORE_OK) {
@@ -407,7 +455,7 @@ void run_pause(const Options &opt, int rank, int np) {
   const bool affected = rank % 2 == 1;
   store_key_t key = static_cast<store_key_t>(rank) * 100000 + 50000;
   for (;; ++key) {
-    const std::vector<int> h = holders_of(s, key);
+    const std::vector<int> h = key_holders(s, key);
     if ((std::find(h.begin(), h.end(), victim) != h.end()) == affected) break;
   }
   if (rank != victim && store_put(s, key, value.data(), size) != STORE_OK) MPI_Abort(MPI_COMM_WORLD, 6);
@@ -497,7 +545,11 @@ int main(int argc, char **argv) {
   int rank = 0, np = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &np);
-  const Options opt = parse(argc, argv);
+  Options opt;
+  if (const int status = parse(argc, argv, rank == 0, opt); status >= 0) {
+    MPI_Finalize();
+    return status;
+  }
   std::size_t max_size = 0;
   for (std::size_t s : opt.sizes) max_size = std::max(max_size, s);
   std::vector<Row> rows;
@@ -529,7 +581,7 @@ int main(int argc, char **argv) {
         if (op != "put" && op != "get") continue;
         for (std::size_t size : opt.sizes) {
           const store_key_t key = remote_key(s, size + 7 * static_cast<std::size_t>(r));
-          const std::vector<int> targets = holders_of(s, key);
+          const std::vector<int> targets = key_holders(s, key);
           const int reps = reps_for(opt, size);
           // Creates the slots (and, for gets, the read grant): not part of the measurement.
           if (rank == 0) {
@@ -639,7 +691,7 @@ int main(int argc, char **argv) {
     }
     for (std::size_t size : opt.sizes) {
       const store_key_t key = remote_key(st[0], size + 11); // same placement in every store
-      const std::vector<int> targets = holders_of(st[0], key);
+      const std::vector<int> targets = key_holders(st[0], key);
       const int reps = reps_for(opt, size);
       std::vector<double> t[4];
       if (rank == 0) {
@@ -688,7 +740,7 @@ int main(int argc, char **argv) {
     }
     for (std::size_t size : opt.sizes) {
       const store_key_t key = remote_key(st[0], size + 13); // same placement in both stores
-      const std::vector<int> targets = holders_of(st[0], key);
+      const std::vector<int> targets = key_holders(st[0], key);
       const int reps = reps_for(opt, size);
       std::vector<double> t[3];
       if (rank == 0) {

@@ -1,5 +1,6 @@
 // The C boundary: argument checks, handle validation, one mutex per handle, and the exception
 // firewall. Nothing thrown inside the core crosses this file.
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -11,6 +12,7 @@
 #include "capi_internal.hpp"
 #include "errors.hpp"
 #include "rmastore/store.h"
+#include "rmastore/store_hooks.h"
 #include "store.hpp"
 
 using rmastore::internal::Store;
@@ -376,6 +378,20 @@ store_status_t store_get_info(store_t store, store_info_t *info) {
     std::memcpy(info, &full, n);
     info->struct_size = n;
     return STORE_OK;
+  });
+}
+
+// ---- store_hooks.h: for benchmarks and tests, not part of the stable API ----
+
+store_status_t store_key_holders(store_t store, store_key_t key, int *ranks, int capacity, int *count) {
+  if (store == nullptr) return STORE_ERR_HANDLE;
+  if (count == nullptr || capacity < 0 || (ranks == nullptr && capacity > 0)) return STORE_ERR_ARG;
+  return with_store(store, [&](Store &s) {
+    const std::vector<int> holders = s.current_holders(key);
+    const int n = static_cast<int>(holders.size());
+    std::copy_n(holders.begin(), std::min(n, capacity), ranks);
+    *count = n;
+    return n > capacity ? STORE_ERR_TRUNCATED : STORE_OK;
   });
 }
 

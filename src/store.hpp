@@ -114,6 +114,13 @@ public:
   int last_read_holder() const { return last_read_holder_; }
   // For tests: current ranks of the holders of `key`, best first (failed processes left out).
   std::vector<int> holders(std::uint64_t key) const { return holders_of(SlotId{key, Ns::kValue}); }
+  // store_key_holders (store_hooks.h): holders() once placement accounts for the failures this
+  // process knows of (localized variant; the global variant's placement changes only in
+  // store_recover).
+  std::vector<int> current_holders(std::uint64_t key) {
+    if (localized()) update_view();
+    return holders(key);
+  }
   // The current placement (localized variant: it changes when failures become known).
   std::shared_ptr<const Placement> placement() const;
   int rank() const { return rank_; }

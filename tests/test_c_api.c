@@ -1,5 +1,7 @@
-/* The public header compiles as C11 and the library links from a C program. */
+/* The public headers compile as C11 and the library links from a C program, with the test
+ * hooks of store_hooks.h exported. */
 #include <rmastore/store.h>
+#include <rmastore/store_hooks.h>
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,6 +40,12 @@ int main(int argc, char **argv) {
   CHECK(store_get(store, (store_key_t)peer, got, sizeof got, &len) == STORE_OK);
   CHECK(len == strlen(expect) + 1 && strcmp(got, expect) == 0);
   CHECK(store_get(store, 999999, got, sizeof got, &len) == STORE_ERR_NOT_FOUND);
+
+  /* The test hook: the ranks holding the copies of the peer's key, min(2, size) of them. */
+  int ranks[4] = {-1, -1, -1, -1}, count = -1;
+  CHECK(store_key_holders(store, (store_key_t)peer, ranks, 4, &count) == STORE_OK);
+  CHECK(count == cfg.replicas && ranks[0] >= 0 && ranks[0] < size && ranks[count - 1] < size);
+  CHECK(store_key_holders(store, (store_key_t)peer, NULL, 0, &count) == STORE_ERR_TRUNCATED);
   CHECK(strcmp(store_strerror(STORE_ERR_NOT_FOUND), "key not found") == 0);
 
   MPI_Barrier(MPI_COMM_WORLD);
