@@ -35,7 +35,7 @@ fi
 # --- 1. packages from Debian's archive -------------------------------------------------------
 PKGS=(build-essential cmake pkg-config libgtest-dev clang-format xz-utils dpkg-dev
       debian-archive-keyring ca-certificates file perl python3 redis-server redis-tools
-      gnuplot-nox libhiredis-dev patch iproute2 util-linux)
+      gnuplot-nox libhiredis-dev libxxhash-dev patch iproute2 util-linux)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

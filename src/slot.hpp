@@ -110,10 +110,8 @@ inline constexpr int lock_word_id(std::uint64_t w) {
   return static_cast<int>((w >> 32) - 1);
 }
 
-// 64-bit checksum of a byte string; four independent lanes so that it runs near memory speed.
-std::uint64_t checksum64(const void *data, std::size_t len, std::uint64_t seed);
-
-// Checksum of the writer's part of the header, and of a checksummed copy (header and value).
+// Checksum (XXH3, 64 bits) of the writer's part of the header, and of a checksummed copy (header
+// and value). The checksum field itself is not covered.
 std::uint64_t header_checksum(const SlotHeader &h);
 std::uint64_t slot_checksum(const SlotHeader &h, const void *value);
 

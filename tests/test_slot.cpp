@@ -88,6 +88,36 @@ TEST(SlotChecksum, DetectsTornMixesOfTwoValues) {
   }
 }
 
+TEST(SlotChecksum, CoversEveryBitOfTheWritersHeader) {
+  // Every field from key to flags, with the checksum field itself excluded (slot_checksum puts
+  // the value's hash in its place before hashing the header). slot_checksum reads `length`
+  // bytes: its length flips stay within the buffer (the low byte of 100 flips to at most 228).
+  std::vector<unsigned char> v(256, 7);
+  SlotHeader h{};
+  h.capacity = 1 << 20;
+  h.key = 42;
+  h.version = 5;
+  h.length = 100;
+  h.checksum = slot_checksum(h, v.data());
+  SlotHeader b = h;
+  b.length = kInPlaceLimit + 1;
+  b.checksum = header_checksum(b);
+  const std::size_t sum_at = offsetof(SlotHeader, checksum), length_at = offsetof(SlotHeader, length);
+  for (std::size_t byte = kWriterOffset; byte < kHeaderBytes; ++byte) {
+    if (byte >= sum_at && byte < sum_at + sizeof(std::uint64_t)) continue;
+    for (int bit = 0; bit < 8; ++bit) {
+      const auto flip = static_cast<unsigned char>(1 << bit);
+      SlotHeader t = h, u = b;
+      reinterpret_cast<unsigned char *>(&t)[byte] ^= flip;
+      reinterpret_cast<unsigned char *>(&u)[byte] ^= flip;
+      if (byte <= length_at || byte >= length_at + sizeof(std::uint64_t)) {
+        EXPECT_NE(slot_checksum(t, v.data()), h.checksum) << "byte " << byte << " bit " << bit;
+      }
+      EXPECT_NE(header_checksum(u), b.checksum) << "byte " << byte << " bit " << bit;
+    }
+  }
+}
+
 TEST(SlotBuffered, AcceptsOnlyTwoIdenticalValidHeaders) {
   SlotHeader h{};
   h.capacity = 1 << 20;
