@@ -41,6 +41,8 @@
 // XXH3_state_t on the stack; the dispatch header must not rename the plain entry points.
 #define XXH_STATIC_LINKING_ONLY
 #define XXH_DISPATCH_DISABLE_REPLACE
+#include <getopt.h>
+
 #include <xxhash.h>
 #ifdef CHECKSUM_BENCH_DISPATCH
 #include <immintrin.h>
@@ -200,33 +202,57 @@ std::string loadavg() {
 
 int main(int argc, char **argv) {
   using namespace rmastore::bench;
-  std::vector<std::size_t> sizes;
-  for (const auto &s : split("8,64,1K,16K,64K,1M")) sizes.push_back(parse_size(s));
+  const char *usage = "usage: checksum_bench [--sizes 8,64,1K,16K,64K,1M] [--ops put,slot] [--rounds N] "
+                      "[--variants current,xxh3_seed,...]\n";
+  std::vector<std::string> size_names = split("8,64,1K,16K,64K,1M");
   std::vector<std::string> ops{"put", "slot"};
   std::vector<std::string> names;
   for (const Variant &v : kVariants) names.push_back(v.name);
   int rounds = 31;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (i + 1 >= argc) {
-      std::fprintf(stderr, "usage: checksum_bench [--sizes 8,64,1K,16K,64K,1M] [--ops put,slot] [--rounds N] "
-                           "[--variants current,xxh3_seed,...]\n");
+  const option longopts[] = {{"sizes", required_argument, nullptr, 's'},  {"ops", required_argument, nullptr, 'o'},
+                             {"rounds", required_argument, nullptr, 'r'}, {"variants", required_argument, nullptr, 'v'},
+                             {"help", no_argument, nullptr, 'h'},         {nullptr, 0, nullptr, 0}};
+  for (int c; (c = getopt_long(argc, argv, "h", longopts, nullptr)) != -1;) {
+    switch (c) {
+    case 's':
+      size_names = split(optarg);
+      break;
+    case 'o':
+      ops = split(optarg);
+      break;
+    case 'v':
+      names = split(optarg);
+      break;
+    case 'r':
+      if (!parse_int(optarg, rounds, 1)) {
+        std::fprintf(stderr, "checksum_bench: --rounds wants a whole number >= 1, not '%s'\n%s", optarg, usage);
+        return 2;
+      }
+      break;
+    case 'h':
+      std::fputs(usage, stdout);
+      return 0;
+    default:
+      std::fputs(usage, stderr);
+      return 2; // getopt_long said what is wrong
+    }
+  }
+  if (optind < argc) {
+    std::fprintf(stderr, "checksum_bench: unexpected argument '%s'\n%s", argv[optind], usage);
+    return 2;
+  }
+  std::vector<std::size_t> sizes;
+  for (const std::string &n : size_names) {
+    std::size_t v = 0;
+    if (!parse_size(n, v)) {
+      std::fprintf(stderr, "checksum_bench: not a size: '%s'\n%s", n.c_str(), usage);
       return 2;
     }
-    const std::string val = argv[++i];
-    if (a == "--sizes") {
-      sizes.clear();
-      for (const auto &s : split(val)) sizes.push_back(parse_size(s));
-    } else if (a == "--ops") {
-      ops = split(val);
-    } else if (a == "--rounds") {
-      rounds = std::max(1, std::atoi(val.c_str()));
-    } else if (a == "--variants") {
-      names = split(val);
-    } else {
-      std::fprintf(stderr, "checksum_bench: unknown option %s\n", a.c_str());
-      return 2;
-    }
+    sizes.push_back(v);
+  }
+  if (sizes.empty() || ops.empty()) {
+    std::fputs(usage, stderr);
+    return 2;
   }
   std::vector<const Variant *> vars;
   for (const auto &n : names) {
