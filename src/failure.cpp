@@ -7,9 +7,9 @@
 
 #include "ulfm.hpp"
 
+#include "clock.hpp"
 #include "errors.hpp"
 #include "fault.hpp"
-#include "helper.hpp"
 
 namespace rmastore::internal {
 
@@ -20,7 +20,7 @@ FailureState::FailureState(int size)
 
 void FailureState::seen_now() {
   std::int64_t zero = 0;
-  first_seen_ns_.compare_exchange_strong(zero, Helper::now_ns(), std::memory_order_acq_rel);
+  first_seen_ns_.compare_exchange_strong(zero, monotonic_ns(), std::memory_order_acq_rel);
 }
 
 void FailureState::mark_dead(int rank) {

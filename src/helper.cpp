@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <exception>
 
+#include "clock.hpp"
 #include "ulfm.hpp"
 
 #include "errors.hpp"
@@ -35,12 +36,6 @@ double thread_cpu_seconds(pthread_t t) {
 }
 
 } // namespace
-
-std::int64_t Helper::now_ns() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-}
 
 Helper::Helper(MPI_Comm comm, Doorbells &bells, FailureState &failures, int detector, int max_sleep_us)
     : comm_(comm), bells_(bells), failures_(failures), detector_(detector),
@@ -213,7 +208,7 @@ void Helper::loop() {
   // Short sleeps must be short: the default timer slack (50 us) would stretch every nap.
   prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
   std::int64_t sleep_ns = kFirstSleepNs;
-  std::int64_t hot_since = now_ns();
+  std::int64_t hot_since = monotonic_ns();
   std::int64_t next_failure_poll = 0;
   try {
     post_receive();
@@ -231,23 +226,23 @@ void Helper::loop() {
       // The pending receive does not always report a failure: seen in Open MPI 5.0.7, a rank
       // whose any-source receive kept matching messages never heard of a death the others
       // knew for 20 s. After a revocation that receive is gone altogether. Ask MPI directly.
-      if (detector_ != STORE_DETECTOR_OFF && now_ns() >= next_failure_poll) {
+      if (detector_ != STORE_DETECTOR_OFF && monotonic_ns() >= next_failure_poll) {
         absorb();
-        next_failure_poll = now_ns() + kFailurePollNs;
+        next_failure_poll = monotonic_ns() + kFailurePollNs;
       }
       if (active || bells_.ticket() != ticket) {
         // Rung while polling: someone waits on this process; poll on.
-        hot_since = now_ns();
+        hot_since = monotonic_ns();
         sleep_ns = kFirstSleepNs;
         continue;
       }
-      if (max_sleep_ns_ == 0 || now_ns() - hot_since < kHotWindowNs) {
+      if (max_sleep_ns_ == 0 || monotonic_ns() - hot_since < kHotWindowNs) {
         sched_yield();
         continue;
       }
       bells_.wait(ticket, sleep_ns);
       if (bells_.ticket() != ticket) {
-        hot_since = now_ns();
+        hot_since = monotonic_ns();
         sleep_ns = kFirstSleepNs;
       } else {
         sleep_ns = std::min(sleep_ns * 2, max_sleep_ns_);
@@ -266,8 +261,8 @@ void Helper::loop() {
   }
   // Replies still in flight finish before the communicator goes away: they go to processes
   // that asked and wait for them. Bounded, in case one of them is gone.
-  const std::int64_t give_up = now_ns() + 1'000'000'000;
-  while (!outgoing_.empty() && now_ns() < give_up) {
+  const std::int64_t give_up = monotonic_ns() + 1'000'000'000;
+  while (!outgoing_.empty() && monotonic_ns() < give_up) {
     try {
       poll_outgoing();
     } catch (const std::exception &) {

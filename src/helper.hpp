@@ -53,8 +53,6 @@ public:
 
   double cpu_seconds() const;
 
-  static std::int64_t now_ns();
-
 private:
   void loop();
   void serve_one(int source);

@@ -28,6 +28,8 @@
 
 #include <time.h>
 
+#include "clock.hpp"
+#include "decide.hpp"
 #include "errors.hpp"
 #include "fault.hpp"
 #include "repair.hpp"
@@ -35,15 +37,6 @@
 
 namespace rmastore::internal {
 namespace {
-
-// True if the copy in `block` is complete and untorn (an empty or lost slot counts as valid:
-// its header is).
-bool copy_valid(const SlotAllocator::Block &block, const SlotHeader &h) {
-  if (slot_empty(h) || slot_lost(h)) return true;
-  if (h.length > block.capacity) return false;
-  if (in_place(h.length)) return slot_valid(h, block.base + kHeaderBytes);
-  return buffered_valid(h, h);
-}
 
 // A failed process may still have a put in flight into `block`: the block is retired and kept
 // out of the allocator for good; the slot continues in `fresh`, with the same contents.
@@ -99,13 +92,16 @@ CtrlMsg Store::grant_lock_locked(const SlotId &id, HeldSlot &slot, const CtrlMsg
   owner_of(slot.block.base).store(msg.owner, std::memory_order_release);
   SlotHeader h;
   CtrlMsg r = copy_reply(msg, slot.block, h);
-  if (copy_valid(slot.block, h)) r.flags |= kReplyValid;
-  if (slot_lost(h)) r.flags |= kReplyLost;
+  // Empty and lost copies are valid: their headers check.
+  const CopyState state = classify_copy(h, slot.block.base, slot.block.capacity, id.key, id.ns);
+  if (state != CopyState::kTorn) r.flags |= kReplyValid;
+  if (state == CopyState::kLost) r.flags |= kReplyLost;
   if (pending != nullptr) {
     SlotHeader p;
     std::memcpy(&p, pending->block.base, sizeof p);
     r.flags |= kReplyHasPending;
-    if (copy_valid(pending->block, p)) r.flags |= kReplyPendingValid;
+    if (classify_copy(p, pending->block.base, pending->block.capacity, id.key, Ns::kPending) != CopyState::kTorn)
+      r.flags |= kReplyPendingValid;
     r.pending_address = reinterpret_cast<std::uintptr_t>(pending->block.base);
     r.pending_capacity = pending->block.capacity;
     r.pending_version = p.version;
@@ -245,11 +241,11 @@ void Store::on_failures() {
   if (repairer_) repairer_->view_changed();
 }
 
-CtrlMsg Store::lock_msg(const Agent &a, std::size_t length, std::uint32_t flags) {
+CtrlMsg Store::lock_msg(std::uint64_t owner, std::size_t length, std::uint32_t flags) {
   CtrlMsg m;
   m.type = MsgType::kLock;
   m.length = length;
-  m.owner = a.lock_word();
+  m.owner = owner;
   m.flags = flags;
   return m;
 }
@@ -285,20 +281,20 @@ Store::HolderCache Store::as_pending_copy(const Lock &l) {
   return hc;
 }
 
-void Store::send_unlock(Agent &a, const LockRequest &req, std::uint32_t flags) {
+void Store::send_unlock(Agent &a, const LockRequest &req, std::uint64_t owner, std::uint32_t flags) {
   if (failures_->dead(req.holder)) return;
   CtrlMsg m;
   m.type = MsgType::kUnlock;
   m.ns = static_cast<std::uint32_t>(req.id.ns);
   m.key = req.id.key;
-  m.owner = a.lock_word();
+  m.owner = owner;
   m.flags = flags;
   if (req.holder == rank_ && serve_unlock(m, rank_, true)) return;
   a.post(req.holder, m); // through our helper when others wait: it hands the lock on
 }
 
 void Store::release_locks(Agent &a, const std::vector<Lock> &locks, std::uint32_t flags) {
-  for (const Lock &l : locks) send_unlock(a, l.req, flags);
+  for (const Lock &l : locks) send_unlock(a, l.req, l.owner, flags);
 }
 
 std::vector<Store::Lock> Store::acquire_locks(Agent &a, const std::vector<LockRequest> &reqs) {
@@ -307,13 +303,18 @@ std::vector<Store::Lock> Store::acquire_locks(Agent &a, const std::vector<LockRe
     ~ViewGuard() { a.lock_view = -1; }
   } guard{a};
   a.lock_view = failures_->failures();
-  const auto ask = [&](const LockRequest &r, std::uint32_t extra) { return lock_msg(a, r.length, r.flags | extra); };
+  // One word for the whole acquisition, kept with each lock: a lock is released with the word
+  // it was taken with, whatever the epoch is by then.
+  const std::uint64_t owner = a.lock_word();
+  const auto ask = [&](const LockRequest &r, std::uint32_t extra) {
+    return lock_msg(owner, r.length, r.flags | extra);
+  };
   std::vector<Lock> held;
   std::vector<const LockRequest *> asked; // granted or queued somewhere: all get an unlock on failure
   const auto take = [&](const LockRequest &r, const CtrlMsg &reply) {
     if (reply.status == ReplyStatus::kNoMemory) throw StoreError(STORE_ERR_NO_MEMORY, "a holder is out of memory");
     if (reply.status != ReplyStatus::kOk) throw StoreError(STORE_ERR_INTERNAL, "a holder refused a lock");
-    held.push_back(Lock{r, reply});
+    held.push_back(Lock{r, reply, owner});
   };
   try {
     // Uncontended: all at once.
@@ -362,32 +363,31 @@ std::vector<Store::Lock> Store::acquire_locks(Agent &a, const std::vector<LockRe
   } catch (const std::exception &e) {
     RMASTORE_TRACE("agent %d gives up its locks of %llu/%u: %s", a.kind, (unsigned long long)reqs.front().id.key,
                    static_cast<unsigned>(reqs.front().id.ns), e.what());
-    for (const LockRequest *r : asked) send_unlock(a, *r);
+    for (const LockRequest *r : asked) send_unlock(a, *r, owner);
     throw;
   }
 }
 
-bool Store::retry_after(const StoreError &e, int &seen, std::int64_t &deadline) {
-  if (e.status() != STORE_ERR_PROC_FAILED || failures_->revoked()) return false;
-  record_failures(ctrl_, *failures_);
-  update_view();
-  const int now = failures_->failures();
-  const std::int64_t t = Helper::now_ns();
-  if (deadline == 0) deadline = t + 30'000'000'000;
-  if (now == seen) {
-    if (t > deadline) return false;
+bool Store::Retry::after(const StoreError &e) {
+  if (e.status() != STORE_ERR_PROC_FAILED || s_.failures_->revoked()) return false;
+  record_failures(s_.ctrl_, *s_.failures_);
+  s_.update_view();
+  const int now = s_.failures_->failures();
+  const std::int64_t t = monotonic_ns();
+  if (deadline_ == 0) deadline_ = t + 30'000'000'000;
+  if (now == seen_) {
+    if (t > deadline_) return false;
     timespec nap{0, 200'000};
     nanosleep(&nap, nullptr);
   }
-  seen = now;
+  seen_ = now;
   return true;
 }
 
 void Store::put_localized(std::uint64_t key, const void *buf, std::size_t len) {
   const SlotId id{key, Ns::kValue};
   // Each new attempt follows a failure that changed placement or hit a holder.
-  int seen = failures_->failures();
-  std::int64_t deadline = 0;
+  Retry retry(*this);
   for (;;) {
     app_->flush();
     update_view();
@@ -395,7 +395,7 @@ void Store::put_localized(std::uint64_t key, const void *buf, std::size_t len) {
     try {
       locks = acquire_locks(*app_, lock_requests(id, len, 0));
     } catch (const StoreError &e) {
-      if (retry_after(e, seen, deadline)) continue;
+      if (retry.after(e)) continue;
       throw;
     }
     std::uint64_t version = kNoVersion;
@@ -414,7 +414,7 @@ void Store::put_localized(std::uint64_t key, const void *buf, std::size_t len) {
     } catch (const StoreError &e) {
       release_locks(*app_, locks);
       // Every copy's holder failed during the put: the key's new holders get it.
-      if (retry_after(e, seen, deadline)) continue;
+      if (retry.after(e)) continue;
       throw;
     }
     release_locks(*app_, locks);

@@ -10,6 +10,8 @@
 
 #include <time.h>
 
+#include "clock.hpp"
+#include "decide.hpp"
 #include "errors.hpp"
 #include "fault.hpp"
 #include "repair.hpp"
@@ -19,7 +21,7 @@ namespace rmastore::internal {
 namespace {
 
 double seconds_since(std::int64_t t0) {
-  return static_cast<double>(Helper::now_ns() - t0) * 1e-9;
+  return static_cast<double>(monotonic_ns() - t0) * 1e-9;
 }
 
 // A failure or revocation seen by a collective of the recovery: the caller must start over.
@@ -48,8 +50,12 @@ struct Report {
   std::uint64_t tx; // pending values: the transaction's sequence number
   std::uint32_t ns;
   std::uint32_t from;   // reporting rank
-  std::uint32_t valid;  // a complete, untorn copy
+  std::uint32_t state;  // CopyState
   std::uint32_t writer; // stable id of the writer (pending values: the committer)
+
+  CopyReport view() const {
+    return CopyReport{static_cast<int>(from), static_cast<CopyState>(state), version, length, writer, tx};
+  }
 };
 
 // A coordinator's instruction.
@@ -172,6 +178,29 @@ void move_pieces(MPI_Comm comm, const std::vector<std::vector<Piece>> &sends,
   }
 }
 
+// Every process's `mine`, concatenated in rank order. Collective.
+template <class T> std::vector<T> allgatherv(MPI_Comm comm, const std::vector<T> &mine) {
+  int size = 0;
+  MPI_Comm_size(comm, &size);
+  const auto n = static_cast<std::size_t>(size);
+  if (mine.size() * sizeof(T) > static_cast<std::size_t>(INT_MAX)) {
+    throw StoreError(STORE_ERR_NO_MEMORY, "recovery: too much to gather in one call");
+  }
+  const int bytes = static_cast<int>(mine.size() * sizeof(T));
+  std::vector<int> counts(n), displs(n);
+  check_recovery(MPI_Allgather(&bytes, 1, MPI_INT, counts.data(), 1, MPI_INT, comm), "MPI_Allgather");
+  long long total = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    displs[i] = static_cast<int>(total);
+    total += counts[i];
+    if (total > INT_MAX) throw StoreError(STORE_ERR_NO_MEMORY, "recovery: too much to gather in one call");
+  }
+  std::vector<T> all(static_cast<std::size_t>(total) / sizeof(T));
+  check_recovery(MPI_Allgatherv(mine.data(), bytes, MPI_BYTE, all.data(), counts.data(), displs.data(), MPI_BYTE, comm),
+                 "MPI_Allgatherv");
+  return all;
+}
+
 template <class T> void append(std::vector<std::byte> &buf, const T &v) {
   const auto *p = reinterpret_cast<const std::byte *>(&v);
   buf.insert(buf.end(), p, p + sizeof v);
@@ -186,7 +215,7 @@ template <class T> std::vector<T> unpack(const std::vector<std::byte> &buf) {
 } // namespace
 
 store_status_t Store::recover(MPI_Comm *new_comm) {
-  const std::int64_t t0 = Helper::now_ns();
+  const std::int64_t t0 = monotonic_ns();
   ++recover_attempts_;
   recover_pending_ = true;
   RMASTORE_FAULT_POINT("recover.start");
@@ -273,7 +302,7 @@ store_status_t Store::recover(MPI_Comm *new_comm) {
 // Revokes the store's communicators (waking every survivor that waits on them), shrinks to the
 // survivors and agrees on them, repeating while more processes fail.
 bool Store::shrink_and_agree(double *seconds, int members) {
-  const std::int64_t t0 = Helper::now_ns();
+  const std::int64_t t0 = monotonic_ns();
   stop_runtime();
   app_->abandoned_rma.clear(); // aimed at failed processes: they never complete, and the window goes
   if (ctrl_ != MPI_COMM_NULL) MPIX_Comm_revoke(ctrl_);
@@ -312,7 +341,7 @@ bool Store::shrink_and_agree(double *seconds, int members) {
 // whole job (tests/ompi_window_after_failure.c reproduces it). Unused, such a window costs
 // Open MPI's bookkeeping only; MPI_Finalize frees it.
 void Store::rebuild_window(double *seconds, bool keep_window) {
-  const std::int64_t t0 = Helper::now_ns();
+  const std::int64_t t0 = monotonic_ns();
   // With no process lost the window still spans exactly the survivors, in the same order, and
   // is kept: nothing of it is left behind (store_recover as compaction in the localized variant).
   if (!keep_window) {
@@ -387,7 +416,7 @@ void Store::reset_grants() {
 }
 
 void Store::rereplicate(double *seconds) {
-  const std::int64_t t0 = Helper::now_ns();
+  const std::int64_t t0 = monotonic_ns();
   reset_grants();
   const auto n = static_cast<std::size_t>(size_);
 
@@ -406,11 +435,7 @@ void Store::rereplicate(double *seconds) {
       r.length = h.length;
       r.tx = flags_tx(h.flags);
       r.writer = h.writer;
-      const std::byte *value = slot.block.base + value_offset(h, slot.block.capacity);
-      // A never-written slot is a valid copy of nothing (version 0); a lost marker is not valid,
-      // so that a key lost before stays reported lost until it is put again.
-      r.valid = h.length <= slot.block.capacity && h.key == id.key && flags_ns(h.flags) == id.ns &&
-                (slot_empty(h) || (in_place(h.length) ? slot_valid(h, value) : buffered_valid(h, h)));
+      r.state = static_cast<std::uint32_t>(classify_copy(h, slot.block.base, slot.block.capacity, id.key, id.ns));
       append(reports[static_cast<std::size_t>(holders_of(id).front())], r);
     }
   }
@@ -425,8 +450,7 @@ void Store::rereplicate(double *seconds) {
   const auto ns_of = [](Ns ns) { return static_cast<std::uint32_t>(ns); };
   {
     // Keys known to exist but reported by nobody lost every copy.
-    std::lock_guard lk(known_mutex_);
-    for (std::uint64_t key : known_keys_) {
+    for (std::uint64_t key : known_.all()) {
       const SlotId id{key, Ns::kValue};
       if (holders_of(id).front() == rank_) by_slot.try_emplace({ns_of(Ns::kValue), key});
     }
@@ -443,27 +467,15 @@ void Store::rereplicate(double *seconds) {
       if (slot_key.first != ns_of(Ns::kTxRecord)) continue;
       std::uint64_t best = kNoVersion;
       for (const Report &r : rs) {
-        if (r.valid && r.version > best) best = r.version;
+        if (static_cast<CopyState>(r.state) == CopyState::kComplete && r.version > best) best = r.version;
       }
       if (best != kNoVersion) mine_commits.push_back(Commit{slot_key.second, best});
     }
-    std::vector<int> counts(n), displs(n);
-    const int mine_bytes = static_cast<int>(mine_commits.size() * sizeof(Commit));
-    check_recovery(MPI_Allgather(&mine_bytes, 1, MPI_INT, counts.data(), 1, MPI_INT, comm_), "MPI_Allgather");
-    int total = 0;
-    for (std::size_t i = 0; i < n; ++i) {
-      displs[i] = total;
-      total += counts[i];
-    }
-    std::vector<Commit> all(static_cast<std::size_t>(total) / sizeof(Commit));
-    check_recovery(MPI_Allgatherv(mine_commits.data(), mine_bytes, MPI_BYTE, all.data(), counts.data(), displs.data(),
-                                  MPI_BYTE, comm_),
-                   "MPI_Allgatherv");
-    for (const Commit &c : all) committed[c.committer] = c.seq;
+    for (const Commit &c : allgatherv(comm_, mine_commits)) committed[c.committer] = c.seq;
   }
-  const auto is_committed = [&](const Report &r) {
-    auto it = committed.find(r.writer);
-    return it != committed.end() && it->second == r.tx;
+  const CommittedFn is_committed = [&](std::uint32_t writer, std::uint64_t tx) {
+    auto it = committed.find(writer);
+    return it != committed.end() && it->second == tx;
   };
 
   std::vector<std::vector<std::byte>> orders(n);
@@ -476,80 +488,38 @@ void Store::rereplicate(double *seconds) {
   for (auto &[slot_key, rs] : by_slot) {
     const SlotId id{slot_key.second, static_cast<Ns>(slot_key.first)};
     if (id.ns == Ns::kPending) continue; // decided with its value, below
+    const bool is_value = id.ns == Ns::kValue;
     const std::vector<int> holders = holders_of(id);
-    std::uint64_t best = kNoVersion;
-    std::uint64_t best_length = 0;
-    for (const Report &r : rs) {
-      if (r.valid && r.version >= best) {
-        best = r.version;
-        best_length = r.length;
-      }
-    }
-    // A committed transaction's pending value newer than the value rolls forward; every
-    // pending copy is then dropped, rolled forward or not.
-    Ns source_ns = id.ns;
-    const Report *winner = nullptr;
-    if (id.ns == Ns::kValue) {
+    std::vector<CopyReport> copies, pending;
+    for (const Report &r : rs) copies.push_back(r.view());
+    if (is_value) {
       auto pit = by_slot.find({ns_of(Ns::kPending), id.key});
       if (pit != by_slot.end()) {
-        bool any_back = false;
         for (const Report &r : pit->second) {
-          if (r.valid && r.version != kNoVersion && is_committed(r)) {
-            if (r.version > best && (winner == nullptr || r.version > winner->version)) winner = &r;
-          } else if (r.valid && r.version != kNoVersion && r.version > best) {
-            // An interrupted transaction's value newer than the key's: discarded. Older
-            // pending copies are what committed transactions leave behind once applied.
-            any_back = true;
-          }
+          pending.push_back(r.view());
+          // Every pending copy goes, rolled forward or not: older ones are what committed
+          // transactions leave behind once applied.
           order(static_cast<int>(r.from), SlotId{id.key, Ns::kPending}, Order::kDrop, 0, Ns::kPending);
         }
-        if (winner != nullptr) {
-          best = winner->version;
-          best_length = winner->length;
-          source_ns = Ns::kPending;
-          ++forward;
-        } else if (any_back) {
-          ++back;
-        }
       }
     }
-    const bool is_value = id.ns == Ns::kValue;
+    const SlotDecision d =
+        decide_slot(is_value, holders, copies, pending, is_value && known_.known(id.key), is_committed);
+    forward += d.roll_forward ? 1 : 0;
+    back += d.roll_back ? 1 : 0;
     keys += is_value ? 1 : 0;
-    if (best == kNoVersion) {
-      // Nothing to restore from: every copy is gone, torn, or was never written.
-      bool any_written = false;
-      for (const Report &r : rs) any_written = any_written || r.version != kNoVersion || !r.valid;
-      bool known = false;
-      {
-        std::lock_guard lk(known_mutex_);
-        known = known_keys_.count(id.key) > 0;
+    if (d.outcome == SlotDecision::Outcome::kLost) {
+      lost.push_back(id.key);
+      for (int h : holders) order(h, id, Order::kMarkLost, h, id.ns);
+    } else if (d.outcome == SlotDecision::Outcome::kRestore) {
+      if (is_value) existing.push_back(id.key);
+      std::size_t next_source = 0;
+      for (int h : d.targets) {
+        order(d.sources[next_source++ % d.sources.size()], id, Order::kSend, h, d.roll_forward ? Ns::kPending : id.ns);
+        bytes_lost += d.length;
       }
-      if (is_value && (any_written || (known && rs.empty()))) {
-        lost.push_back(id.key);
-        for (int h : holders) order(h, id, Order::kMarkLost, h, id.ns);
-      }
-      continue;
+      repaired += !d.targets.empty() && is_value ? 1 : 0;
     }
-    if (is_value) existing.push_back(id.key);
-    std::vector<int> sources;
-    const std::vector<Report> &pool = winner != nullptr ? by_slot[{ns_of(Ns::kPending), id.key}] : rs;
-    for (const Report &r : pool) {
-      if (r.valid && r.version == best && (winner == nullptr || (r.writer == winner->writer && r.tx == winner->tx))) {
-        sources.push_back(static_cast<int>(r.from));
-      }
-    }
-    std::size_t next_source = 0;
-    bool moved = false;
-    for (int h : holders) {
-      const bool has = winner == nullptr && std::any_of(rs.begin(), rs.end(), [&](const Report &r) {
-                         return static_cast<int>(r.from) == h && r.valid && r.version == best;
-                       });
-      if (has) continue;
-      order(sources[next_source++ % sources.size()], id, Order::kSend, h, source_ns);
-      bytes_lost += best_length;
-      moved = true;
-    }
-    repaired += moved && is_value ? 1 : 0;
     for (const Report &r : rs) {
       if (std::find(holders.begin(), holders.end(), static_cast<int>(r.from)) == holders.end()) {
         order(static_cast<int>(r.from), id, Order::kDrop, 0, id.ns);
@@ -643,37 +613,12 @@ void Store::rereplicate(double *seconds) {
   // 5. Everybody learns the totals and the lost keys.
   std::uint64_t mine[4] = {bytes_moved, bytes_lost, keys, repaired}, sum[4] = {};
   check_recovery(MPI_Allreduce(mine, sum, 4, MPI_UINT64_T, MPI_SUM, comm_), "MPI_Allreduce");
-  int nlost = static_cast<int>(lost.size());
-  std::vector<int> counts(n), displs(n);
-  check_recovery(MPI_Allgather(&nlost, 1, MPI_INT, counts.data(), 1, MPI_INT, comm_), "MPI_Allgather");
-  int total = 0;
-  for (std::size_t i = 0; i < n; ++i) {
-    displs[i] = total;
-    total += counts[i];
-  }
-  std::vector<store_key_t> all_lost(static_cast<std::size_t>(total));
-  check_recovery(MPI_Allgatherv(lost.data(), nlost, MPI_UINT64_T, all_lost.data(), counts.data(), displs.data(),
-                                MPI_UINT64_T, comm_),
-                 "MPI_Allgatherv");
+  std::vector<store_key_t> all_lost = allgatherv(comm_, lost);
   std::sort(all_lost.begin(), all_lost.end());
   lost_keys_ = std::move(all_lost);
   // Every key that has a value now is known everywhere, also one whose first put failed but
   // left a copy: if all its copies go in a later failure, that recovery reports it.
-  {
-    int nexist = static_cast<int>(existing.size());
-    check_recovery(MPI_Allgather(&nexist, 1, MPI_INT, counts.data(), 1, MPI_INT, comm_), "MPI_Allgather");
-    int all = 0;
-    for (std::size_t i = 0; i < n; ++i) {
-      displs[i] = all;
-      all += counts[i];
-    }
-    std::vector<std::uint64_t> keys_now(static_cast<std::size_t>(all));
-    check_recovery(MPI_Allgatherv(existing.data(), nexist, MPI_UINT64_T, keys_now.data(), counts.data(), displs.data(),
-                                  MPI_UINT64_T, comm_),
-                   "MPI_Allgatherv");
-    std::lock_guard lk(known_mutex_);
-    known_keys_.insert(keys_now.begin(), keys_now.end());
-  }
+  { known_.add(allgatherv(comm_, existing)); }
   last_recovery_.bytes_moved = sum[0];
   last_recovery_.bytes_lost = sum[1];
   last_recovery_.keys = sum[2];
@@ -694,11 +639,7 @@ void Store::last_recovery(store_recovery_t &out) const {
     return;
   }
   // Also the keys the background repairs found lost, until they are put again.
-  {
-    std::lock_guard lk(known_mutex_);
-    lost_report_.assign(lost_known_.begin(), lost_known_.end());
-  }
-  // Sorted and without duplicates (lost_known_ is a sorted set).
+  lost_report_ = known_.lost(); // sorted, without duplicates
   std::vector<store_key_t> mine(lost_keys_.begin(), lost_keys_.end());
   std::sort(mine.begin(), mine.end());
   std::vector<store_key_t> both;

@@ -36,6 +36,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "decide.hpp"
 #include "errors.hpp"
 #include "fault.hpp"
 
@@ -214,8 +215,7 @@ std::vector<SlotId> Store::Repairer::candidates(const Placement &now) {
   // The values this process knows exist, and whatever its table holds (also records).
   std::vector<SlotId> ids;
   {
-    std::lock_guard lk(s_.known_mutex_);
-    for (std::uint64_t key : s_.known_keys_) ids.push_back(SlotId{key, Ns::kValue});
+    for (std::uint64_t key : s_.known_.all()) ids.push_back(SlotId{key, Ns::kValue});
   }
   {
     std::lock_guard lk(s_.table_mutex_);
@@ -239,12 +239,7 @@ void Store::on_repair_needed(const CtrlMsg &msg) {
 }
 
 void Store::on_lost(const CtrlMsg &msg) {
-  mark_lost_known(msg.key);
-}
-
-void Store::mark_lost_known(std::uint64_t key) {
-  std::lock_guard lk(known_mutex_);
-  lost_known_.insert(key);
+  known_.mark_lost(msg.key);
 }
 
 bool Store::tx_committed(Agent &a, int committer, std::uint64_t tx) {
@@ -269,49 +264,37 @@ std::uint64_t Store::repair_slot(Agent &a, const SlotId &id) {
                  locks.size());
   std::uint32_t unlock_flags = 0;
   try {
-    // The newest complete copy, and whether anything was ever written here.
-    const Lock *best = nullptr;
-    bool any_written = false;
+    std::vector<CopyReport> copies, pending;
+    std::vector<int> holders;
     for (const Lock &l : locks) {
       const CtrlMsg &g = l.grant;
-      const bool valid = (g.flags & kReplyValid) != 0;
-      if (valid && g.version != kNoVersion && (best == nullptr || g.version > best->grant.version)) best = &l;
-      any_written = any_written || g.version != kNoVersion || !valid || (g.flags & kReplyLost) != 0;
-    }
-    std::uint64_t version = best != nullptr ? best->grant.version : kNoVersion;
-    std::uint64_t length = best != nullptr ? best->grant.length : 0;
-    std::uint32_t writer = best != nullptr ? best->grant.writer : 0;
-    const Lock *source = best;
-    bool from_pending = false;
-    if (id.ns == Ns::kValue) {
-      // A transaction's pending value newer than the value: its committer failed mid-commit.
-      const Lock *pend = nullptr;
-      for (const Lock &l : locks) {
-        const CtrlMsg &g = l.grant;
-        if ((g.flags & kReplyPendingValid) != 0 && g.pending_version > version &&
-            (pend == nullptr || g.pending_version > pend->grant.pending_version)) {
-          pend = &l;
-        }
+      holders.push_back(l.req.holder);
+      CopyState state = CopyState::kTorn;
+      if ((g.flags & kReplyLost) != 0) {
+        state = CopyState::kLost;
+      } else if ((g.flags & kReplyValid) != 0) {
+        state = g.version == kNoVersion ? CopyState::kEmpty : CopyState::kComplete;
       }
-      if (pend != nullptr) {
-        unlock_flags = kUnlockDropPending;
-        if (tx_committed(a, static_cast<int>(pend->grant.pending_writer), pend->grant.pending_tx)) {
-          version = pend->grant.pending_version;
-          length = pend->grant.pending_length;
-          writer = pend->grant.pending_writer;
-          source = pend;
-          from_pending = true;
-        }
+      copies.push_back(CopyReport{l.req.holder, state, g.version, g.length, g.writer, 0});
+      if (id.ns == Ns::kValue && (g.flags & kReplyHasPending) != 0 && g.pending_version != kNoVersion) {
+        pending.push_back(CopyReport{l.req.holder,
+                                     (g.flags & kReplyPendingValid) != 0 ? CopyState::kComplete : CopyState::kTorn,
+                                     g.pending_version, g.pending_length, g.pending_writer, g.pending_tx});
       }
     }
+    const bool known = id.ns == Ns::kValue && known_.known(id.key);
+    // A transaction's pending value newer than the value: its committer failed mid-commit. Its
+    // decision record is repaired first, so that every later repair reads the same record.
+    const SlotDecision d = decide_slot(
+        id.ns == Ns::kValue, holders, copies, pending, known,
+        [&](std::uint32_t committer, std::uint64_t tx) { return tx_committed(a, static_cast<int>(committer), tx); });
+    if (d.drop_pending) unlock_flags = kUnlockDropPending;
+    const std::uint64_t version = d.version;
+    const std::uint64_t length = d.length;
+    const bool from_pending = d.roll_forward;
     RequestSet rs(&a);
-    if (version == kNoVersion) {
-      bool known = false;
-      {
-        std::lock_guard lk(known_mutex_);
-        known = known_keys_.count(id.key) > 0;
-      }
-      if (id.ns == Ns::kValue && (known || any_written)) {
+    if (d.outcome != SlotDecision::Outcome::kRestore) {
+      if (d.outcome == SlotDecision::Outcome::kLost) {
         // Every copy is gone: say so at the holders (gets return STORE_ERR_DATA_LOST) and to
         // every process, until the key is put again.
         std::vector<SlotHeader> marks;
@@ -330,7 +313,7 @@ std::uint64_t Store::repair_slot(Agent &a, const SlotId &id) {
         } catch (const StoreError &e) {
           if (e.status() != STORE_ERR_PROC_FAILED || failures_->revoked()) throw;
         }
-        mark_lost_known(id.key);
+        known_.mark_lost(id.key);
         CtrlMsg m;
         m.type = MsgType::kLost;
         m.key = id.key;
@@ -344,12 +327,16 @@ std::uint64_t Store::repair_slot(Agent &a, const SlotId &id) {
     std::vector<HolderCache> targets;
     std::vector<Lock *> target_locks;
     for (Lock &l : locks) {
-      const bool has = !from_pending && (l.grant.flags & kReplyValid) != 0 && l.grant.version == version;
-      if (!has) {
-        target_locks.push_back(&l);
-      }
+      if (std::find(d.targets.begin(), d.targets.end(), l.req.holder) != d.targets.end()) target_locks.push_back(&l);
     }
     if (!target_locks.empty()) {
+      // The source: our own copy when we have the winner, else the first holder that does.
+      const int source_holder =
+          std::find(d.sources.begin(), d.sources.end(), rank_) != d.sources.end() ? rank_ : d.sources.front();
+      const Lock *source = nullptr;
+      for (const Lock &l : locks) {
+        if (l.req.holder == source_holder) source = &l;
+      }
       // The value: straight from our own slot when we hold the source copy (our lock keeps it
       // still), else read from the holder that does.
       std::vector<std::byte> fetched;
@@ -376,7 +363,7 @@ std::uint64_t Store::repair_slot(Agent &a, const SlotId &id) {
       std::vector<Lock *> grown;
       for (Lock *l : target_locks) {
         if (l->grant.capacity >= length) continue;
-        grow.push_back(Ask{id, l->req.holder, lock_msg(a, length, kLockRepair)});
+        grow.push_back(Ask{id, l->req.holder, lock_msg(l->owner, length, kLockRepair)});
         grown.push_back(l);
       }
       if (!grow.empty()) {
@@ -394,7 +381,7 @@ std::uint64_t Store::repair_slot(Agent &a, const SlotId &id) {
       h.length = length;
       h.flags = make_flags(0, id.ns);
       h.epoch = epoch_;
-      h.writer = writer;
+      h.writer = d.writer;
       const std::vector<HolderCache> written = write_copies(a, targets, h, data, true, true);
       if (repairer_) repairer_->add_bytes(length * written.size());
     }

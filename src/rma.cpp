@@ -6,6 +6,7 @@
 #include <climits>
 #include <string>
 
+#include "clock.hpp"
 #include "doorbell.hpp"
 #include "errors.hpp"
 #include "failure.hpp"
@@ -143,13 +144,13 @@ void RequestSet::issue(RmaWindow &w, bool is_put, int target, MPI_Aint address, 
     // the target reorders that table in place. An operation issued meanwhile fails with
     // MPI_ERR_RMA_RANGE although its address is attached (seen in tests). Every address used
     // here was granted by the target after attaching it, so this error is that race: retry.
-    const std::int64_t give_up = Helper::now_ns() + kRangeRetryNs;
+    const std::int64_t give_up = monotonic_ns() + kRangeRetryNs;
     for (;;) {
       const int rc = is_put ? MPI_Rput(p, n, MPI_BYTE, target, address, n, MPI_BYTE, w.handle(), &r)
                             : MPI_Rget(p, n, MPI_BYTE, target, address, n, MPI_BYTE, w.handle(), &r);
       int cls = MPI_SUCCESS;
       if (rc != MPI_SUCCESS) MPI_Error_class(rc, &cls);
-      if (cls != MPI_ERR_RMA_RANGE || Helper::now_ns() > give_up) {
+      if (cls != MPI_ERR_RMA_RANGE || monotonic_ns() > give_up) {
         if (failure_of(rc, target)) {
           failed_ = true; // the wait ends in STORE_ERR_PROC_FAILED
           return;
@@ -170,18 +171,18 @@ bool RequestSet::failure_of(int rc, int target) {
   if (rc == MPI_SUCCESS) return false;
   if (is_failure_error(rc)) return true;
   if (ctx_ == nullptr) return false;
-  const std::int64_t asked = Helper::now_ns();
+  const std::int64_t asked = monotonic_ns();
   bool failed = false;
   for (;;) {
     failed = ctx_->revoked() ||
              (target >= 0 ? ctx_->dead(target)
                           : std::any_of(targets_.begin(), targets_.end(), [&](int t) { return ctx_->dead(t); }));
-    if (failed || Helper::now_ns() - asked > kAttributeNs) break;
+    if (failed || monotonic_ns() - asked > kAttributeNs) break;
     ctx_->check();
     sched_yield();
   }
   RMASTORE_TRACE("error %d toward %d %s after %lld ms", rc, target, failed ? "is a failure" : "is no failure",
-                 static_cast<long long>((Helper::now_ns() - asked) / 1'000'000));
+                 static_cast<long long>((monotonic_ns() - asked) / 1'000'000));
   return failed;
 }
 
@@ -234,7 +235,7 @@ void RequestSet::wait_all() {
   Backoff backoff;
   Doorbells *bells = ctx_ != nullptr ? ctx_->bells() : nullptr;
   const auto copy_ns = static_cast<std::int64_t>(largest_) / kCopyBytesPerNs;
-  const std::int64_t start = Helper::now_ns();
+  const std::int64_t start = monotonic_ns();
   std::int64_t next_ring = start + kRingAfterNs + copy_ns;
   std::int64_t next_check = start + kCheckEveryNs;
   std::vector<MPI_Status> statuses(reqs_.size());
@@ -247,7 +248,7 @@ void RequestSet::wait_all() {
       continue;
     }
     if (done) break;
-    const std::int64_t now = Helper::now_ns();
+    const std::int64_t now = monotonic_ns();
     if (bells != nullptr && now >= next_ring) {
       int last = -1;
       for (std::size_t i = 0; i < reqs_.size(); ++i) {

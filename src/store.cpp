@@ -11,6 +11,7 @@
 #include <map>
 #include <new>
 
+#include "clock.hpp"
 #include "errors.hpp"
 #include "fault.hpp"
 #include "repair.hpp"
@@ -329,8 +330,8 @@ void Store::Agent::flush() {
 
 void Store::Agent::drain() {
   Backoff backoff;
-  const std::int64_t give_up = Helper::now_ns() + 10'000'000'000;
-  for (flush(); !outbox_.empty() && Helper::now_ns() < give_up; flush()) backoff.pause();
+  const std::int64_t give_up = monotonic_ns() + 10'000'000'000;
+  for (flush(); !outbox_.empty() && monotonic_ns() < give_up; flush()) backoff.pause();
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -579,10 +580,7 @@ void Store::on_invalidate(const CtrlMsg &msg, int source) {
 }
 
 void Store::on_register(const CtrlMsg &msg, int source) {
-  {
-    std::lock_guard lk(known_mutex_);
-    known_keys_.insert(msg.key);
-  }
+  known_.add(msg.key);
   helper_->send(source, kTagReply, reply_to(msg));
 }
 
@@ -706,15 +704,10 @@ void Store::require_healthy() const {
 }
 
 void Store::register_key(Agent &a, std::uint64_t key) {
-  {
-    std::lock_guard lk(known_mutex_);
-    lost_known_.erase(key); // it has a value again
-    if (known_keys_.count(key) > 0) return;
-  }
+  if (known_.put_again(key)) return;
   CtrlMsg m;
   m.type = MsgType::kRegister;
-  int seen = failures_ ? failures_->failures() : 0;
-  std::int64_t deadline = 0;
+  Retry retry(*this);
   for (;;) {
     std::vector<int> others;
     for (int r = 0; r < size_; ++r) {
@@ -725,11 +718,10 @@ void Store::register_key(Agent &a, std::uint64_t key) {
       break;
     } catch (const StoreError &e) {
       // Localized: a process that fails meanwhile needs no notice; tell the others again.
-      if (!localized() || !retry_after(e, seen, deadline)) throw;
+      if (!localized() || !retry.after(e)) throw;
     }
   }
-  std::lock_guard lk(known_mutex_);
-  known_keys_.insert(key);
+  known_.add(key);
 }
 
 std::vector<Store::HolderCache> Store::acquire_write(Agent &a, const SlotId &id, std::size_t len,
@@ -1074,8 +1066,7 @@ store_status_t Store::get(std::uint64_t key, void *buf, std::size_t capacity, st
 store_status_t Store::get_localized(std::uint64_t key, void *buf, std::size_t capacity, std::size_t *len) {
   const SlotId id{key, Ns::kValue};
   Backoff backoff;
-  int seen = failures_->failures();
-  std::int64_t deadline = 0;
+  Retry retry(*this);
   for (;;) {
     const bool after_failure = failures_->failures() > 0;
     bool again = false;
@@ -1085,7 +1076,7 @@ store_status_t Store::get_localized(std::uint64_t key, void *buf, std::size_t ca
         r = read_copy(*app_, id, holder, buf, capacity, len);
       } catch (const StoreError &e) {
         // The holder failed: placement changes, and the next round reads another copy.
-        if (!retry_after(e, seen, deadline)) throw;
+        if (!retry.after(e)) throw;
         again = true;
         break;
       }
@@ -1102,8 +1093,7 @@ store_status_t Store::get_localized(std::uint64_t key, void *buf, std::size_t ca
       if (!after_failure) return STORE_ERR_NOT_FOUND; // kNotFound: with no failure, one answer will do
     }
     if (!again) {
-      std::lock_guard lk(known_mutex_);
-      return known_keys_.count(key) > 0 || lost_known_.count(key) > 0 ? STORE_ERR_DATA_LOST : STORE_ERR_NOT_FOUND;
+      return known_.known_or_lost(key) ? STORE_ERR_DATA_LOST : STORE_ERR_NOT_FOUND;
     }
     backoff.pause();
   }

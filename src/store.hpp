@@ -41,6 +41,7 @@
 #include "errors.hpp"
 #include "failure.hpp"
 #include "helper.hpp"
+#include "known_keys.hpp"
 #include "placement.hpp"
 #include "protocol.hpp"
 #include "rma.hpp"
@@ -196,8 +197,17 @@ private:
   // when a process failed: the failure set and placement are first brought up to what MPI
   // knows (the helper's notice may lag behind the error the operation saw), with a short wait
   // while nothing new is known. Not for other errors, after a revocation, or after 30 s without
-  // news. `seen` and `deadline` carry state between attempts (start: failure count, 0).
-  bool retry_after(const StoreError &e, int &seen, std::int64_t &deadline);
+  // news. One object per operation: it carries the failure count and deadline between attempts.
+  class Retry {
+  public:
+    explicit Retry(Store &s) : s_(s), seen_(s.failures_ ? s.failures_->failures() : 0) {}
+    bool after(const StoreError &e);
+
+  private:
+    Store &s_;
+    int seen_;
+    std::int64_t deadline_ = 0;
+  };
 
   // ---- holder side (slot table), guarded by table_mutex_ ----
   struct Deferred {
@@ -295,7 +305,8 @@ private:
   };
   struct Lock {
     LockRequest req;
-    CtrlMsg grant; // the holder's reply
+    CtrlMsg grant;       // the holder's reply
+    std::uint64_t owner; // the lock word it was taken with, and is released with
   };
   // Holder side: serves kLock, kUnlock (helper thread, or the agent inline for its own slots).
   std::optional<CtrlMsg> serve_lock(const CtrlMsg &msg, int source, bool inline_call);
@@ -315,11 +326,11 @@ private:
   std::vector<Lock> acquire_locks(Agent &a, const std::vector<LockRequest> &reqs);
   // Releases what acquire_locks returned (nothing waits).
   void release_locks(Agent &a, const std::vector<Lock> &locks, std::uint32_t flags = 0);
-  void send_unlock(Agent &a, const LockRequest &req, std::uint32_t flags = 0);
+  void send_unlock(Agent &a, const LockRequest &req, std::uint64_t owner, std::uint32_t flags = 0);
   static HolderCache as_copy(const Lock &l);
   static HolderCache as_pending_copy(const Lock &l);
   // A kLock request of `a` for a slot of >= `length` bytes.
-  static CtrlMsg lock_msg(const Agent &a, std::size_t length, std::uint32_t flags);
+  static CtrlMsg lock_msg(std::uint64_t owner, std::size_t length, std::uint32_t flags);
   // The newest complete version a lock's grant shows, value or pending (kNoVersion if none).
   static std::uint64_t newest_version(const Lock &l);
   // The lock requests for the copies of `id` under the current placement.
@@ -335,7 +346,6 @@ private:
   bool tx_committed(Agent &a, int committer, std::uint64_t tx);
   void on_repair_needed(const CtrlMsg &msg);
   void on_lost(const CtrlMsg &msg);
-  void mark_lost_known(std::uint64_t key);
 
   // ---- transactions (tx.cpp) ----
   // The transaction a process committed last is recorded in its decision record: a slot of
@@ -393,9 +403,7 @@ private:
   std::mutex cache_mutex_;
   std::unordered_map<SlotId, KeyState, SlotIdHash> cache_;
 
-  mutable std::mutex known_mutex_;
-  std::unordered_set<std::uint64_t> known_keys_; // every key ever put, on every process
-  std::set<std::uint64_t> lost_known_;           // localized: keys reported lost
+  KnownKeys known_;
 
   // Application thread only.
   std::unique_ptr<Agent> app_;

@@ -109,8 +109,7 @@ std::vector<std::uint64_t> Store::decision_record(std::uint64_t seq,
 // fail during the commit are skipped; if the committer fails, the repairs of its keys decide
 // from its record (repair.cpp).
 void Store::tx_commit_localized(const std::map<std::uint64_t, std::vector<std::byte>> &values) {
-  int seen = failures_->failures();
-  std::int64_t deadline = 0;
+  Retry retry(*this);
   for (;;) {
     app_->flush();
     update_view();
@@ -126,7 +125,7 @@ void Store::tx_commit_localized(const std::map<std::uint64_t, std::vector<std::b
     try {
       locks = acquire_locks(*app_, reqs);
     } catch (const StoreError &e) {
-      if (retry_after(e, seen, deadline)) continue;
+      if (retry.after(e)) continue;
       throw;
     }
     try {
@@ -152,7 +151,7 @@ void Store::tx_commit_localized(const std::map<std::uint64_t, std::vector<std::b
       release_locks(*app_, locks);
       // Every copy of some slot failed during the commit: start over on the new holders (with a
       // new sequence number, so the half-written attempt's pending values stay undecided).
-      if (retry_after(e, seen, deadline)) continue;
+      if (retry.after(e)) continue;
       throw;
     }
     release_locks(*app_, locks);

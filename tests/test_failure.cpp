@@ -738,6 +738,10 @@ public:
           rmastore::internal::SlotHeader h;
           std::vector<std::byte> copy;
           CHECK(impl->read_local_copy(key, h, copy), "no valid local copy of %llu", (unsigned long long)key);
+          // Nobody writes now, and the repairs settled: every lock was given back (one taken
+          // and released under different lock words would stay held by a live process).
+          CHECK(h.owner == rmastore::internal::kOwnerFree, "the lock of key %llu is still held: owner word %#llx",
+                (unsigned long long)key, (unsigned long long)h.owner);
           ++held;
         }
       }
