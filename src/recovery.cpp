@@ -216,7 +216,7 @@ template <class T> std::vector<T> unpack(const std::vector<std::byte> &buf) {
 
 store_status_t Store::recover(MPI_Comm *new_comm) {
   const std::int64_t t0 = monotonic_ns();
-  ++recover_attempts_;
+  if (recover_attempts_++ == 0) first_attempt_ns_ = t0;
   recover_pending_ = true;
   RMASTORE_FAULT_POINT("recover.start");
   if (localized() && helper_ != nullptr) {
@@ -242,13 +242,17 @@ store_status_t Store::recover(MPI_Comm *new_comm) {
   // collectives fail too, and all meet in one agreement on comm_ (it works on a revoked
   // communicator) that decides the outcome for everyone alike.
   MPI_Comm dup = MPI_COMM_NULL;
+  // The report and lost keys replace the last ones only when this attempt succeeds: until then
+  // store_last_recovery describes the last recovery that did.
+  store_recovery_t report = last_recovery_;
+  std::vector<store_key_t> all_lost;
   store_status_t local = STORE_OK;
   std::string why;
   try {
     RMASTORE_FAULT_POINT("recover.after_shrink");
     rebuild_window(&window_s, keep_window);
     RMASTORE_FAULT_POINT("recover.after_window");
-    rereplicate(&rerep_s);
+    rereplicate(&rerep_s, report, all_lost);
     RMASTORE_FAULT_POINT("recover.after_rereplicate");
     if (new_comm != nullptr) {
       check_recovery(MPI_Comm_dup(comm_, &dup), "MPI_Comm_dup");
@@ -288,13 +292,17 @@ store_status_t Store::recover(MPI_Comm *new_comm) {
   if (!localized()) mode_ = STORE_MODE_TRANSACTION;
   tx_open_ = false;
   tx_values_.clear();
-  last_recovery_.survivors = size_;
-  last_recovery_.failed = before - size_;
-  last_recovery_.shrink_seconds = shrink_s;
-  last_recovery_.window_seconds = window_s;
-  last_recovery_.rereplicate_seconds = rerep_s;
-  last_recovery_.total_seconds = seconds_since(t0);
-  last_recovery_.attempts = recover_attempts_;
+  report.survivors = size_;
+  report.failed = members_ - size_;
+  report.shrink_seconds = shrink_s;
+  report.window_seconds = window_s;
+  report.rereplicate_seconds = rerep_s;
+  report.total_seconds = seconds_since(first_attempt_ns_);
+  report.attempts = recover_attempts_;
+  lost_keys_ = std::move(all_lost);
+  report.lost_keys = lost_keys_.data();
+  last_recovery_ = report;
+  members_ = size_;
   recover_attempts_ = 0;
   return STORE_OK;
 }
@@ -415,7 +423,7 @@ void Store::reset_grants() {
   cache_.clear();
 }
 
-void Store::rereplicate(double *seconds) {
+void Store::rereplicate(double *seconds, store_recovery_t &report, std::vector<store_key_t> &all_lost) {
   const std::int64_t t0 = monotonic_ns();
   reset_grants();
   const auto n = static_cast<std::size_t>(size_);
@@ -613,22 +621,20 @@ void Store::rereplicate(double *seconds) {
   // 5. Everybody learns the totals and the lost keys.
   std::uint64_t mine[4] = {bytes_moved, bytes_lost, keys, repaired}, sum[4] = {};
   check_recovery(MPI_Allreduce(mine, sum, 4, MPI_UINT64_T, MPI_SUM, comm_), "MPI_Allreduce");
-  std::vector<store_key_t> all_lost = allgatherv(comm_, lost);
+  all_lost = allgatherv(comm_, lost);
   std::sort(all_lost.begin(), all_lost.end());
-  lost_keys_ = std::move(all_lost);
   // Every key that has a value now is known everywhere, also one whose first put failed but
   // left a copy: if all its copies go in a later failure, that recovery reports it.
-  { known_.add(allgatherv(comm_, existing)); }
-  last_recovery_.bytes_moved = sum[0];
-  last_recovery_.bytes_lost = sum[1];
-  last_recovery_.keys = sum[2];
-  last_recovery_.keys_repaired = sum[3];
-  last_recovery_.lost_count = lost_keys_.size();
+  known_.add(allgatherv(comm_, existing));
+  report.bytes_moved = sum[0];
+  report.bytes_lost = sum[1];
+  report.keys = sum[2];
+  report.keys_repaired = sum[3];
+  report.lost_count = all_lost.size();
   std::uint64_t tx_mine[2] = {forward, back}, tx_sum[2] = {};
   check_recovery(MPI_Allreduce(tx_mine, tx_sum, 2, MPI_UINT64_T, MPI_SUM, comm_), "MPI_Allreduce");
-  last_recovery_.tx_rolled_forward = tx_sum[0];
-  last_recovery_.tx_rolled_back = tx_sum[1];
-  last_recovery_.lost_keys = lost_keys_.data();
+  report.tx_rolled_forward = tx_sum[0];
+  report.tx_rolled_back = tx_sum[1];
   *seconds = seconds_since(t0);
 }
 

@@ -204,6 +204,7 @@ void Store::stop_runtime() {
 Store::Store(MPI_Comm comm, const Config &config) : comm_(comm), config_(config) {
   check_mpi(MPI_Comm_rank(comm_, &rank_), "MPI_Comm_rank");
   check_mpi(MPI_Comm_size(comm_, &size_), "MPI_Comm_size");
+  members_ = size_;
   id_ = rank_;
   fault_set_rank(id_);
   ids_.resize(static_cast<std::size_t>(size_));

@@ -368,7 +368,8 @@ private:
   // Returns whether every survivor may keep its window: no process failed since it was made.
   bool shrink_and_agree(double *seconds, int members);
   void rebuild_window(double *seconds, bool keep_window);
-  void rereplicate(double *seconds);
+  // Fills the report's re-replication fields and the sorted keys lost, on every survivor alike.
+  void rereplicate(double *seconds, store_recovery_t &report, std::vector<store_key_t> &all_lost);
   void reset_grants();
 
   MPI_Comm comm_ = MPI_COMM_NULL; // collectives of the store
@@ -409,7 +410,9 @@ private:
   std::unique_ptr<Agent> app_;
   bool finalized_ = false;
   int last_read_holder_ = -1;
-  int recover_attempts_ = 0;
+  int recover_attempts_ = 0;          // store_recover calls since the last that returned STORE_OK
+  std::int64_t first_attempt_ns_ = 0; // when the first of them began
+  int members_ = 0;                   // processes after store_init or the last successful recovery
   store_mode_t mode_ = STORE_MODE_NORMAL;
   bool tx_open_ = false;
   std::uint64_t tx_seq_ = 0; // transactions committed (or attempted) by this process

@@ -678,6 +678,9 @@ public:
     MPI_Comm comm = MPI_COMM_NULL;
     store_status_t rs = STORE_ERR_RECOVER_AGAIN;
     int attempts = 0;
+    store_recovery_t before, now;
+    store_recovery_init(&before);
+    CHECK(store_last_recovery(s_, &before) == STORE_OK, "store_last_recovery");
     while (rs == STORE_ERR_RECOVER_AGAIN && attempts < 10) {
       rs = store_recover(s_, &comm);
       ++attempts;
@@ -688,11 +691,20 @@ public:
         const store_key_t probe = key_of(p_, 0);
         const store_status_t ps = store_put(s_, probe, buf_.data(), 8);
         CHECK(ps == STORE_ERR_PROC_FAILED, "store_put between store_recover attempts: %s", store_strerror(ps));
+        // An unfinished attempt leaves the report of the last recovery that finished as it was.
+        store_recovery_init(&now);
+        CHECK(store_last_recovery(s_, &now) == STORE_OK, "store_last_recovery");
+        CHECK(now.attempts == before.attempts && now.survivors == before.survivors && now.failed == before.failed &&
+                  now.keys == before.keys && now.bytes_moved == before.bytes_moved &&
+                  now.total_seconds == before.total_seconds,
+              "an unfinished store_recover changed the last recovery's report");
       }
     }
     CHECK(rs == STORE_OK, "store_recover: %s after %d attempts", store_strerror(rs), attempts);
     store_recovery_init(&report);
     CHECK(rs != STORE_OK || store_last_recovery(s_, &report) == STORE_OK, "store_last_recovery");
+    CHECK(rs != STORE_OK || report.attempts == attempts, "the report counts %d attempts, not %d", report.attempts,
+          attempts);
     return rs == STORE_OK ? comm : MPI_COMM_NULL;
   }
 
@@ -893,7 +905,7 @@ int main(int argc, char **argv) {
     write_verdict(false);
     return 1; // without MPI_Finalize: the others cannot finish with us anyway
   };
-  std::size_t compacted = 0; // deaths before the last compaction
+  std::size_t compacted = 0; // deaths before the last store_recover (in the localized variant, a compaction)
   for (std::size_t e = 0; e < opt.episodes.size(); ++e) {
     const Episode &ep = opt.episodes[e];
     if (!(e == 0 && early)) {
@@ -941,10 +953,12 @@ int main(int argc, char **argv) {
       }
       comm = run.recover(report);
       if (comm == MPI_COMM_NULL) return give_up();
-      compacted = dead.size();
       Peers c = everyone(comm);
       survivors = c.size();
       CHECK(survivors == p - static_cast<int>(dead.size()), "%d survivors after compaction", survivors);
+      CHECK(report.survivors == survivors && report.failed == static_cast<int>(dead.size() - compacted),
+            "the report says %d survivors and %d failed", report.survivors, report.failed);
+      compacted = dead.size();
       CHECK(report.lost_count == 0, "%llu keys lost in compaction", (unsigned long long)report.lost_count);
       run.verify(c, survivors, dead);
       print_recovery(c, e, "compaction");
@@ -956,6 +970,9 @@ int main(int argc, char **argv) {
     Peers g = everyone(comm);
     const int survivors = g.size();
     CHECK(survivors == p - static_cast<int>(dead.size()), "%d survivors", survivors);
+    CHECK(report.survivors == survivors && report.failed == static_cast<int>(dead.size() - compacted),
+          "the report says %d survivors and %d failed", report.survivors, report.failed);
+    compacted = dead.size();
     CHECK(report.lost_count == run.lost_keys(dead), "%llu keys reported lost, %llu expected",
           (unsigned long long)report.lost_count, (unsigned long long)run.lost_keys(dead));
     CHECK(!opt.expect_loss || run.lost_keys(dead) > 0, "no key had every copy on the victims");

@@ -356,10 +356,12 @@ store_status_t store_tx_begin(store_t store);
 store_status_t store_tx_commit(store_t store);
 store_status_t store_tx_abort(store_t store);
 
-/** What the last store_recover did. Fill with store_recovery_init before store_last_recovery. */
+/** What the last store_recover that returned STORE_OK did (an attempt that returned anything
+ *  else changes nothing here). Fill with store_recovery_init before store_last_recovery. */
 typedef struct store_recovery {
   size_t struct_size;
-  /** Processes after the recovery, and processes found failed by it. */
+  /** Processes after the recovery, and processes lost since store_init or the recovery before
+   *  (over all its attempts). */
   int survivors, failed;
   /** Keys the store knows, and keys of which some copy was re-created. */
   uint64_t keys, keys_repaired;
@@ -370,14 +372,15 @@ typedef struct store_recovery {
    *  by the store; do not read lost_keys when lost_count is 0, it may be NULL).
    *  Global variant: every key that had no copy left at the end of that recovery, including
    *  keys lost earlier and not put since; the same on every survivor. The array stays valid
-   *  until the next store_recover (whatever it returns) or store_finalize on this handle.
+   *  until the next store_recover that returns STORE_OK, or store_finalize on this handle.
    *  Localized variant: every store_last_recovery call rebuilds the array, so it stays valid
    *  only until the next store_last_recovery (from any thread), store_recover or
    *  store_finalize on this handle. Copy it to keep it. */
   uint64_t lost_count;
   const store_key_t *lost_keys;
-  /** Seconds spent in: revoke, shrink and agreement; freeing and creating the window;
-   *  re-replication; the whole call. */
+  /** Seconds the successful attempt spent in: revoke, shrink and agreement; freeing and
+   *  creating the window; re-replication. Then seconds from the start of the first attempt to
+   *  the end of the successful one. */
   double shrink_seconds, window_seconds, rereplicate_seconds, total_seconds;
   /** Number of store_recover calls it took (more than 1 if processes failed during it). */
   int attempts;
