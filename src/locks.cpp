@@ -36,21 +36,14 @@
 #include "store.hpp"
 
 namespace rmastore::internal {
-namespace {
-
-// A failed process may still have a put in flight into `block`: the block is retired and kept
-// out of the allocator for good; the slot continues in `fresh`, with the same contents.
-void quarantine(SlotAllocator::Block &block, SlotAllocator &allocator, std::vector<SlotAllocator::Block> &kept,
-                const SlotId &id, std::size_t need) {
-  SlotAllocator::Block fresh = allocator.allocate(std::max<std::size_t>(need, block.capacity), id.key, id.ns);
+void Store::quarantine_locked(const SlotId &id, SlotAllocator::Block &block, std::size_t need) {
+  SlotAllocator::Block fresh = allocator_->allocate(std::max<std::size_t>(need, block.capacity), id.key, id.ns);
   SlotAllocator::copy_value(block, fresh);
   owner_of(fresh.base).store(owner_of(block.base).load());
   owner_of(block.base).store(kSlotRetired);
-  kept.push_back(block);
+  quarantined_.push_back(block);
   block = fresh;
 }
-
-} // namespace
 
 bool Store::owner_dead(std::uint64_t owner) const {
   if (owner == kOwnerFree || owner == kSlotRetired) return false;
@@ -116,11 +109,11 @@ CtrlMsg Store::grant_lock_locked(const SlotId &id, HeldSlot &slot, const CtrlMsg
 // The owner died holding the lock: what it wrote is kept aside, and a repairer gets the lock.
 CtrlMsg Store::break_lock_locked(const SlotId &id, HeldSlot &slot, const CtrlMsg &msg) {
   RMASTORE_FAULT_POINT("lock.break");
-  quarantine(slot.block, *allocator_, quarantined_, id, msg.length);
+  quarantine_locked(id, slot.block, msg.length);
   if (id.ns == Ns::kValue) {
     // A committer writes the pending slot under this lock too.
     auto pit = table_.find(SlotId{id.key, Ns::kPending});
-    if (pit != table_.end()) quarantine(pit->second.block, *allocator_, quarantined_, pit->first, 0);
+    if (pit != table_.end()) quarantine_locked(pit->first, pit->second.block, 0);
   }
   CtrlMsg r = grant_lock_locked(id, slot, msg);
   r.flags |= kReplyBroken;

@@ -395,23 +395,16 @@ void Store::reset_grants() {
     auto it = table_.find(id);
     return it != table_.end() && owner_dead(owner_of(it->second.block.base).load());
   };
-  std::vector<SlotId> unsafe;
+  std::unordered_set<SlotId, SlotIdHash> unsafe;
   for (const auto &[id, slot] : table_) {
-    if (failed_owner(id) || (id.ns == Ns::kPending && failed_owner(SlotId{id.key, Ns::kValue}))) unsafe.push_back(id);
+    if (failed_owner(id) || (id.ns == Ns::kPending && failed_owner(SlotId{id.key, Ns::kValue}))) unsafe.insert(id);
   }
   for (auto &[id, slot] : table_) {
     if (slot.retired.base != nullptr) quarantined_.push_back(slot.retired);
     slot.retired = {};
     const bool failed_writer = slot.writer_id >= 0 && rank_of_id_[static_cast<std::size_t>(slot.writer_id)] < 0;
-    if (failed_writer || std::find(unsafe.begin(), unsafe.end(), id) != unsafe.end()) {
-      SlotAllocator::Block fresh = allocator_->allocate(slot.block.capacity, id.key, id.ns);
-      SlotAllocator::copy_value(slot.block, fresh);
-      owner_of(slot.block.base).store(kSlotRetired);
-      quarantined_.push_back(slot.block);
-      slot.block = fresh;
-    } else {
-      owner_of(slot.block.base).store(kOwnerFree);
-    }
+    if (failed_writer || unsafe.count(id) > 0) quarantine_locked(id, slot.block, 0);
+    owner_of(slot.block.base).store(kOwnerFree);
     slot.writer = -1;
     slot.writer_id = -1;
     slot.readers.clear();

@@ -240,6 +240,10 @@ private:
   // Moves `slot` to a block of at least `need` bytes, keeping its value; the old block is
   // retired. Throws std::bad_alloc or StoreError when memory runs out.
   void grow_locked(const SlotId &id, HeldSlot &slot, std::size_t need);
+  // A failed process may still have a put in flight into `block`: the block is retired (marked,
+  // and kept out of the allocator for good); the slot continues in a fresh block of at least
+  // `need` bytes, with the same contents and lock word.
+  void quarantine_locked(const SlotId &id, SlotAllocator::Block &block, std::size_t need);
 
   // ---- client side (address cache), guarded by cache_mutex_ ----
   struct HolderCache {
