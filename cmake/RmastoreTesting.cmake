@@ -34,7 +34,7 @@ function(rmastore_add_mpi_test name)
     # The runner enforces the timeout itself (and kills stragglers); CTest's is a backstop.
     math(EXPR backstop "${A_TIMEOUT} + 30")
     set_tests_properties(${test_name}.np${np} PROPERTIES PROCESSORS ${np} LABELS "mpi;${A_LABELS}"
-                         ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0;${A_ENV}")
+                         ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0;${RMASTORE_TSAN_ENV};${A_ENV}")
     rmastore_test_timeout(${test_name}.np${np} ${backstop})
   endforeach()
 endfunction()

@@ -29,6 +29,11 @@ for rmastore_var in $(compgen -e | grep '^RMASTORE_' || true); do
   RMASTORE_MPIRUN_FLAGS+=(-x "$rmastore_var")
 done
 unset rmastore_var
+# The sanitizers' settings too (a build with RMASTORE_SANITIZE or RMASTORE_TSAN).
+for rmastore_var in ASAN_OPTIONS UBSAN_OPTIONS TSAN_OPTIONS; do
+  if [ -n "${!rmastore_var:-}" ]; then RMASTORE_MPIRUN_FLAGS+=(-x "$rmastore_var"); fi
+done
+unset rmastore_var
 
 RMASTORE_SCRIPTS=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 

@@ -11,8 +11,11 @@ CopyState classify_copy(const SlotHeader &h, const std::byte *base, std::uint64_
   if (h.version == kNoVersion || h.length > capacity) return CopyState::kTorn;
   // Double-buffered copies: the header alone is checked (the value half it names was complete
   // before the header was written), and here nobody writes it while it is read.
-  const bool ok = in_place(h.length) ? slot_valid(h, base + value_offset(h, capacity)) : buffered_valid(h, h);
-  return ok ? CopyState::kComplete : CopyState::kTorn;
+  if (!in_place(h.length)) return buffered_valid(h, h) ? CopyState::kComplete : CopyState::kTorn;
+  // The value is read as every read of this process's window memory is (slot.hpp, copy_from_window).
+  std::byte value[kInPlaceLimit];
+  copy_from_window(value, base + value_offset(h, capacity), static_cast<std::size_t>(h.length));
+  return slot_valid(h, value) ? CopyState::kComplete : CopyState::kTorn;
 }
 
 SlotDecision decide_slot(bool is_value, const std::vector<int> &holders, const std::vector<CopyReport> &copies,

@@ -90,8 +90,7 @@ CtrlMsg Store::grant_lock_locked(const SlotId &id, HeldSlot &slot, const CtrlMsg
   if (state != CopyState::kTorn) r.flags |= kReplyValid;
   if (state == CopyState::kLost) r.flags |= kReplyLost;
   if (pending != nullptr) {
-    SlotHeader p;
-    std::memcpy(&p, pending->block.base, sizeof p);
+    SlotHeader p = load_header(pending->block.base);
     r.flags |= kReplyHasPending;
     if (classify_copy(p, pending->block.base, pending->block.capacity, id.key, Ns::kPending) != CopyState::kTorn)
       r.flags |= kReplyPendingValid;

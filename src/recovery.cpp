@@ -426,8 +426,7 @@ void Store::rereplicate(double *seconds, store_recovery_t &report, std::vector<s
   {
     std::lock_guard lk(table_mutex_);
     for (const auto &[id, slot] : table_) {
-      SlotHeader h;
-      std::memcpy(&h, slot.block.base, sizeof h);
+      SlotHeader h = load_header(slot.block.base);
       Report r{};
       r.key = id.key;
       r.ns = static_cast<std::uint32_t>(id.ns);
@@ -547,14 +546,13 @@ void Store::rereplicate(double *seconds, store_recovery_t &report, std::vector<s
             it = table_.emplace(id, std::move(fresh)).first;
           }
           const SlotHeader l = lost_header(it->second.block.capacity, id.key, id.ns);
-          std::memcpy(it->second.block.base, &l, sizeof l);
+          store_header(it->second.block.base, l);
         } else if (o.kind == Order::kSend) {
           // From our copy in slot (key, from_ns), possibly a pending value that rolls forward,
           // to the destination's slot (key, ns), where it goes into the first half.
           auto src = table_.find(SlotId{o.key, static_cast<Ns>(o.from_ns)});
           if (src == table_.end()) continue;
-          SlotHeader h;
-          std::memcpy(&h, src->second.block.base, sizeof h);
+          SlotHeader h = load_header(src->second.block.base);
           const std::byte *value = src->second.block.base + value_offset(h, src->second.block.capacity);
           h.flags = make_flags(flag_bits(h.flags) & ~kFlagHalfB, id.ns, id.ns == Ns::kPending ? flags_tx(h.flags) : 0);
           h.checksum = in_place(h.length) ? slot_checksum(h, value) : header_checksum(h);
@@ -597,7 +595,7 @@ void Store::rereplicate(double *seconds, store_recovery_t &report, std::vector<s
   {
     std::lock_guard lk(table_mutex_);
     for (const auto &[base, h] : installs) {
-      std::memcpy(base + kWriterOffset, reinterpret_cast<const std::byte *>(&h) + kWriterOffset, kWriterBytes);
+      copy_to_window(base + kWriterOffset, reinterpret_cast<const std::byte *>(&h) + kWriterOffset, kWriterBytes);
     }
     // Drops last: values were read from some of these slots.
     for (const auto &buf : my_orders) {

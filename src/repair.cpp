@@ -254,8 +254,7 @@ std::uint64_t Store::repair_slot(Agent &a, const SlotId &id) {
     std::lock_guard lk(table_mutex_);
     auto it = table_.find(id);
     if (it != table_.end()) {
-      SlotHeader h;
-      std::memcpy(&h, it->second.block.base, sizeof h);
+      SlotHeader h = load_header(it->second.block.base);
       if (h.version != kNoVersion && h.length <= it->second.block.capacity) mine = h.length;
     }
   }
@@ -303,7 +302,7 @@ std::uint64_t Store::repair_slot(Agent &a, const SlotId &id) {
           marks.push_back(lost_header(l.grant.capacity, id.key, id.ns));
           const std::byte *from = reinterpret_cast<const std::byte *>(&marks.back()) + kWriterOffset;
           if (l.req.holder == rank_) {
-            std::memcpy(reinterpret_cast<std::byte *>(l.grant.address) + kWriterOffset, from, kWriterBytes);
+            copy_to_window(reinterpret_cast<std::byte *>(l.grant.address) + kWriterOffset, from, kWriterBytes);
           } else {
             rs.put(*window_, l.req.holder, static_cast<MPI_Aint>(l.grant.address + kWriterOffset), from, kWriterBytes);
           }
@@ -344,8 +343,7 @@ std::uint64_t Store::repair_slot(Agent &a, const SlotId &id) {
       const Ns source_ns = from_pending ? Ns::kPending : id.ns;
       const HolderCache src = from_pending ? as_pending_copy(*source) : as_copy(*source);
       if (source->req.holder == rank_) {
-        SlotHeader h;
-        std::memcpy(&h, reinterpret_cast<const std::byte *>(src.address), sizeof h);
+        SlotHeader h = load_header(reinterpret_cast<const std::byte *>(src.address));
         data = reinterpret_cast<const std::byte *>(src.address) + value_offset(h, src.capacity);
       } else {
         fetched.resize(length);

@@ -164,29 +164,28 @@ SlotAllocator::Block SlotAllocator::allocate(std::size_t need, std::uint64_t key
   if (!free_[cls].empty()) {
     b = free_[cls].back();
     free_[cls].pop_back();
-    std::memcpy(b.base, &h, sizeof h);
+    store_header(b.base, h);
     entry(b.index).store(reinterpret_cast<std::uintptr_t>(b.base), std::memory_order_release);
   } else {
     reserve_entry(); // first: a slot carved must find its place in the directory
     b.base = carve(slot_bytes(cap));
     b.capacity = cap;
-    std::memcpy(b.base, &h, sizeof h);
+    store_header(b.base, h);
     b.index = add_entry(b.base);
   }
   return b;
 }
 
 void SlotAllocator::copy_value(const Block &from, const Block &to) {
-  SlotHeader h;
-  std::memcpy(&h, from.base, sizeof h);
+  SlotHeader h = load_header(from.base);
   std::size_t length = 0;
   if (h.version != kNoVersion && h.length <= from.capacity && h.length <= to.capacity) length = h.length;
-  std::memcpy(to.base + kHeaderBytes, from.base + value_offset(h, from.capacity), length);
+  copy_within_window(to.base + kHeaderBytes, from.base + value_offset(h, from.capacity), length);
   if ((flag_bits(h.flags) & kFlagHalfB) != 0) {
     h.flags &= ~kFlagHalfB;
     h.checksum = header_checksum(h);
   }
-  std::memcpy(to.base + kWriterOffset, reinterpret_cast<const std::byte *>(&h) + kWriterOffset, kWriterBytes);
+  copy_to_window(to.base + kWriterOffset, reinterpret_cast<const std::byte *>(&h) + kWriterOffset, kWriterBytes);
 }
 
 void SlotAllocator::release(Block b) {
@@ -194,7 +193,7 @@ void SlotAllocator::release(Block b) {
   SlotHeader h{};
   h.capacity = b.capacity;
   h.owner = kSlotRetired;
-  std::memcpy(b.base, &h, sizeof h);
+  store_header(b.base, h);
   entry(b.index).store(reinterpret_cast<std::uintptr_t>(b.base) | kSkip, std::memory_order_release);
   free_[static_cast<std::size_t>(std::countr_zero(b.capacity))].push_back(b);
 }

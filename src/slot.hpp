@@ -36,9 +36,11 @@
 // up. The global variant leaves it 0 until the slot retires.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <vector>
@@ -99,6 +101,72 @@ inline constexpr std::size_t kOwnerOffset = offsetof(SlotHeader, owner);
 // helper serves lock requests, agents lock local slots inline): always accessed atomically.
 inline std::atomic_ref<std::uint64_t> owner_of(std::byte *slot_base) {
   return std::atomic_ref<std::uint64_t>(*reinterpret_cast<std::uint64_t *>(slot_base + kOwnerOffset));
+}
+
+// Whole copies of the header at `slot_base`, out of and into memory, one 8-byte word at a time,
+// each atomically (relaxed; callers that order by the owner word use owner_of with acquire and
+// release). The holder's threads change the owner word concurrently (locks), and the helper
+// rewrites whole headers (a slot freed, moved or reallocated) while the application thread reads
+// its own copy without the table lock (Store::read_local): a plain memcpy of the 64 bytes would be
+// a data race between this process's threads. Words written by other processes' puts may still be
+// torn across words: that is what the checksum detects. Slots are 64-byte aligned.
+inline SlotHeader load_header(const std::byte *slot_base) {
+  std::uint64_t w[kHeaderBytes / 8];
+  auto *p = reinterpret_cast<std::uint64_t *>(const_cast<std::byte *>(slot_base));
+  for (std::size_t i = 0; i < kHeaderBytes / 8; ++i)
+    w[i] = std::atomic_ref<std::uint64_t>(p[i]).load(std::memory_order_relaxed);
+  SlotHeader h;
+  std::memcpy(&h, w, sizeof h);
+  return h;
+}
+inline void store_header(std::byte *slot_base, const SlotHeader &h) {
+  std::uint64_t w[kHeaderBytes / 8];
+  std::memcpy(w, &h, sizeof h);
+  auto *p = reinterpret_cast<std::uint64_t *>(slot_base);
+  for (std::size_t i = 0; i < kHeaderBytes / 8; ++i)
+    std::atomic_ref<std::uint64_t>(p[i]).store(w[i], std::memory_order_relaxed);
+}
+
+// Copies between private memory and a slot (header words or value) in this process's window
+// memory, which other threads of this process may read or write at the same time (a get reading
+// its own copy without the table lock while the helper moves the slot; a put writing the local
+// copy while the helper copies it to a bigger slot): word by word with relaxed atomics, as a
+// seqlock's data must be, so that these are not data races between this process's threads. What
+// such a copy reads may still be a mix of old and new: the checksum and the header read again
+// after the value (slot.cpp) reject it. Compiles to plain moves.
+inline void copy_to_window(std::byte *dst, const void *src, std::size_t n) {
+  const auto *s = static_cast<const std::byte *>(src);
+  std::size_t i = 0;
+  if (reinterpret_cast<std::uintptr_t>(dst) % 8 == 0) {
+    for (; i + 8 <= n; i += 8) {
+      std::uint64_t w;
+      std::memcpy(&w, s + i, 8);
+      std::atomic_ref<std::uint64_t>(*reinterpret_cast<std::uint64_t *>(dst + i)).store(w, std::memory_order_relaxed);
+    }
+  }
+  for (; i < n; ++i) std::atomic_ref<std::byte>(dst[i]).store(s[i], std::memory_order_relaxed);
+}
+inline void copy_from_window(void *dst, const std::byte *src, std::size_t n) {
+  auto *d = static_cast<std::byte *>(dst);
+  auto *s = const_cast<std::byte *>(src);
+  std::size_t i = 0;
+  if (reinterpret_cast<std::uintptr_t>(s) % 8 == 0) {
+    for (; i + 8 <= n; i += 8) {
+      const std::uint64_t w =
+          std::atomic_ref<std::uint64_t>(*reinterpret_cast<std::uint64_t *>(s + i)).load(std::memory_order_relaxed);
+      std::memcpy(d + i, &w, 8);
+    }
+  }
+  for (; i < n; ++i) d[i] = std::atomic_ref<std::byte>(s[i]).load(std::memory_order_relaxed);
+}
+
+inline void copy_within_window(std::byte *dst, const std::byte *src, std::size_t n) {
+  std::byte buf[512];
+  for (std::size_t i = 0; i < n; i += sizeof buf) {
+    const std::size_t k = std::min(sizeof buf, n - i);
+    copy_from_window(buf, src + i, k);
+    copy_to_window(dst + i, buf, k);
+  }
 }
 
 // Lock words: who holds a slot's lock. `agent` tells a process's application thread (0) from its

@@ -453,7 +453,7 @@ CtrlMsg Store::grant_locked(HeldSlot &slot, const CtrlMsg &msg, int source, std:
 }
 
 CtrlMsg copy_reply(const CtrlMsg &msg, const SlotAllocator::Block &block, SlotHeader &h) {
-  std::memcpy(&h, block.base, sizeof h);
+  h = load_header(block.base);
   CtrlMsg r = reply_to(msg);
   r.address = reinterpret_cast<std::uintptr_t>(block.base);
   r.capacity = block.capacity;
@@ -834,7 +834,7 @@ std::vector<Store::HolderCache> Store::write_copies(Agent &a, const std::vector<
   // Writes `bytes` at `offset` of one copy: a remote one by RMA, our own by memcpy.
   const auto write = [&](const HolderCache &hc, std::size_t offset, const void *src, std::size_t bytes) {
     if (hc.holder == rank_) {
-      std::memcpy(reinterpret_cast<std::byte *>(hc.address) + offset, src, bytes);
+      copy_to_window(reinterpret_cast<std::byte *>(hc.address) + offset, src, bytes);
       std::atomic_thread_fence(std::memory_order_release);
     } else if (bytes > 0) {
       rs.put(*window_, hc.holder, static_cast<MPI_Aint>(hc.address + offset), src, bytes);
@@ -904,8 +904,7 @@ Store::ReadResult Store::read_local(const SlotId &id, void *buf, std::size_t cap
   // The copy is read without the lock: a writer's put may land meanwhile, and a concurrent move
   // may even retire the slot (its memory stays mapped). The protocols in slot.hpp tell both
   // apart from a good copy.
-  SlotHeader h;
-  std::memcpy(&h, block.base, sizeof h);
+  SlotHeader h = load_header(block.base);
   std::atomic_thread_fence(std::memory_order_acquire);
   if (h.owner == kSlotRetired) return ReadResult::kRetry;
   const bool mine = h.key == key && flags_ns(h.flags) == id.ns;
@@ -915,11 +914,11 @@ Store::ReadResult Store::read_local(const SlotId &id, void *buf, std::size_t cap
   const auto reread = [&] {
     SlotHeader again;
     std::atomic_thread_fence(std::memory_order_acquire);
-    std::memcpy(&again, block.base, sizeof again);
+    again = load_header(block.base);
     return again;
   };
   if (!in_place(h.length)) {
-    if (h.length <= capacity) std::memcpy(buf, block.base + value_offset(h, block.capacity), h.length);
+    if (h.length <= capacity) copy_from_window(buf, block.base + value_offset(h, block.capacity), h.length);
     if (!buffered_valid(h, reread())) return ReadResult::kRetry;
     *len = h.length;
     return h.length > capacity ? ReadResult::kTruncated : ReadResult::kOk;
@@ -927,7 +926,7 @@ Store::ReadResult Store::read_local(const SlotId &id, void *buf, std::size_t cap
   // In place: the checksum needs the whole value, even when only its length is wanted.
   std::byte tmp[kInPlaceLimit];
   std::byte *dst = h.length > capacity ? tmp : static_cast<std::byte *>(buf);
-  if (h.length > 0) std::memcpy(dst, block.base + kHeaderBytes, h.length);
+  if (h.length > 0) copy_from_window(dst, block.base + kHeaderBytes, h.length);
   if (!slot_valid(h, dst)) return ReadResult::kRetry;
   *len = h.length;
   return h.length > capacity ? ReadResult::kTruncated : ReadResult::kOk;
@@ -1119,8 +1118,7 @@ void Store::info(store_info_t &out) const {
   if (allocator_) {
     RMASTORE_FAULT_DELAY("info.walk");
     allocator_->for_each_slot([&](const std::byte *base) {
-      SlotHeader h;
-      std::memcpy(&h, base, sizeof h);
+      SlotHeader h = load_header(base);
       if (h.owner == kSlotRetired || flags_ns(h.flags) != Ns::kValue || h.version == kNoVersion) return;
       ++out.local_copies;
       out.local_bytes += h.length;
@@ -1139,13 +1137,12 @@ bool Store::read_local_copy(std::uint64_t key, SlotHeader &header, std::vector<s
   std::lock_guard lk(table_mutex_);
   auto it = table_.find(SlotId{key, Ns::kValue});
   if (it == table_.end()) return false;
-  std::memcpy(&header, it->second.block.base, sizeof header);
+  header = load_header(it->second.block.base);
   if (header.version == kNoVersion || header.length > it->second.block.capacity) return false;
   const std::byte *v = it->second.block.base + value_offset(header, it->second.block.capacity);
   value.assign(v, v + header.length);
   if (in_place(header.length)) return slot_valid(header, value.data());
-  SlotHeader again;
-  std::memcpy(&again, it->second.block.base, sizeof again);
+  SlotHeader again = load_header(it->second.block.base);
   return buffered_valid(header, again);
 }
 

@@ -21,8 +21,14 @@ trap 'rm -rf "$dir"' EXIT
 source "$(dirname "$0")/../scripts/launch.sh"
 rmastore_launch "$mpirun"
 RMASTORE_TEST_VERDICT_DIR=$dir timeout --kill-after=10 "$limit" "${RMASTORE_LAUNCH[@]}" -n "$np" "$@" 2>&1 |
-  rmastore_filter_noise
+  rmastore_filter_noise | tee "$dir/output"
 rc=${PIPESTATUS[0]}
+# A sanitizer's report fails the test even if every rank passed (ThreadSanitizer reports and
+# goes on: its exit code is lost behind mpirun's).
+if grep -q -a -e '^WARNING: ThreadSanitizer' -e '^==[0-9]*==ERROR: AddressSanitizer' "$dir/output"; then
+  echo "mpirun_test: FAILED: a sanitizer reported errors (above)"
+  exit 1
+fi
 
 # Deaths the scenario configured must have happened where it said: each spec of RMASTORE_FAULT
 # (and each line a test wrote to faults-expected: specs it chose itself, or own-hand@<rank> for
