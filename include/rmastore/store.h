@@ -281,15 +281,19 @@ store_status_t store_finalize(store_t *store);
  * that it has `replicas` copies again. Only lost copies move.
  *
  * On STORE_OK, *new_comm (if not NULL) receives a new communicator over the survivors, in the
- * same order as before, for the application to use; the caller frees it. store_last_recovery
+ * same order as before, for the application to use; the caller frees it. new_comm must be NULL
+ * on every survivor or on none: making the communicator is collective. store_last_recovery
  * describes what happened, including the keys of which every copy was lost.
  *
  * STORE_ERR_RECOVER_AGAIN: another process failed meanwhile, at any step; call store_recover
- * again (on every survivor). Every survivor gets the same status: all end the attempt in one
- * agreement. Any number of further failures is handled this way; what was already restored
- * stays restored. Nothing is lost as long as each key kept at least one copy. Until a
- * store_recover returns STORE_OK, store_put, store_get, store_tx_begin, store_tx_commit and
- * store_finalize return STORE_ERR_PROC_FAILED.
+ * again (on every survivor). Once the survivors have shrunk the store's communicator, every one
+ * of them gets the same status: all end the attempt in one agreement. A death during the shrink
+ * is handled inside it (shrink and agreement repeat), unless MPIX_Comm_shrink itself returns an
+ * error: the survivors it returned that error to get STORE_ERR_RECOVER_AGAIN. Any number of
+ * further failures is handled this way; what was already restored stays restored. Nothing is
+ * lost as long as each key kept at least one copy. Until a store_recover returns STORE_OK,
+ * store_put, store_get, store_tx_begin, store_tx_commit and store_finalize return
+ * STORE_ERR_PROC_FAILED.
  *
  * Another error (STORE_ERR_NO_MEMORY, STORE_ERR_MPI, ...) on one survivor: that survivor returns
  * it and every other survivor STORE_ERR_PEER. The store can then only be finalized.
