@@ -3,7 +3,7 @@
 // interrupted transaction rolls forward or back, where the winner must be copied and whether the
 // key is lost.
 //
-// store_recover (recovery.cpp, both variants) and the background repairs of the localized
+// store_recover (rereplicate.cpp, both variants) and the background repairs of the localized
 // variant (repair.cpp) decide with these functions, so that one failure is judged the same way
 // whichever path meets it. tests/test_decide.cpp checks them exhaustively over small states.
 #pragma once

@@ -3,7 +3,7 @@
 // helper and repair threads all use it.
 //
 // Today every process knows every key (the first put of a key registers it everywhere,
-// Store::register_key), so this grows with the keys of the whole job.
+// GlobalVariant / LocalizedVariant::register_key), so this grows with the keys of the whole job.
 #pragma once
 
 #include <cstdint>

@@ -42,22 +42,22 @@
 
 namespace rmastore::internal {
 
-Store::Repairer::Repairer(Store &s) : s_(s), agent_(s, 1) {
+Repairer::Repairer(Core &core, LockClient &locks) : c_(core), locks_(locks), agent_(core.rt, core.id, Agent::kRepair) {
   agent_.stop = &interrupt_;
-  std::lock_guard lk(s_.view_mutex_);
-  repaired_ = s_.placement_;
-  repaired_failures_ = s_.view_failures_.load();
+  const std::shared_ptr<const View> view = c_.membership.view();
+  repaired_ = view->placement;
+  repaired_failures_ = view->failures;
 }
 
-Store::Repairer::~Repairer() {
+Repairer::~Repairer() {
   stop();
 }
 
-void Store::Repairer::start() {
+void Repairer::start() {
   thread_ = std::thread([this] { loop(); });
 }
 
-void Store::Repairer::stop() {
+void Repairer::stop() {
   {
     std::lock_guard lk(mu_);
     stop_.store(true, std::memory_order_release);
@@ -68,7 +68,7 @@ void Store::Repairer::stop() {
   agent_.drain(); // its unlocks and loss notices are still in MPI's hands
 }
 
-void Store::Repairer::request(const SlotId &id) {
+void Repairer::request(const SlotId &id) {
   {
     std::lock_guard lk(mu_);
     requested_.insert(id);
@@ -77,7 +77,7 @@ void Store::Repairer::request(const SlotId &id) {
   cv_.notify_all();
 }
 
-void Store::Repairer::view_changed() {
+void Repairer::view_changed() {
   {
     std::lock_guard lk(mu_);
     view_dirty_ = true;
@@ -86,40 +86,35 @@ void Store::Repairer::view_changed() {
   cv_.notify_all();
 }
 
-bool Store::Repairer::enter_queue() {
+bool Repairer::enter() {
   std::lock_guard lk(mu_);
   if (stop_.load() || others_ > 0 || !requested_.empty() || view_dirty_) return false;
   queueing_ = true;
   return true;
 }
 
-void Store::Repairer::leave_queue() {
+void Repairer::leave() {
   std::lock_guard lk(mu_);
   queueing_ = false;
   interrupt_.store(stop_.load(), std::memory_order_release);
 }
 
-void Store::Repairer::stats(store_info_t &out) const {
+void Repairer::stats(store_info_t &out) const {
   std::uint64_t backlog = backlog_.load();
   {
     std::lock_guard lk(mu_);
     backlog += requested_.size();
     // A failure that no complete pass has covered yet.
-    if (view_dirty_ || s_.failures_->failures() != repaired_failures_) ++backlog;
+    if (view_dirty_ || c_.rt.failures->failures() != repaired_failures_) ++backlog;
   }
-  {
-    // Slots here whose lock a failed process holds wait for their coordinator's repair.
-    std::lock_guard lk(s_.table_mutex_);
-    for (const auto &kv : s_.table_) {
-      if (s_.owner_dead(owner_of(kv.second.block.base).load())) ++backlog;
-    }
-  }
+  // Slots here whose lock a failed process holds wait for their coordinator's repair.
+  backlog += c_.table.dead_owned();
   out.repair_backlog = backlog;
   out.repaired_slots = repaired_slots_.load();
   out.repaired_bytes = repaired_bytes_.load();
 }
 
-void Store::Repairer::loop() {
+void Repairer::loop() {
   for (;;) {
     std::set<SlotId> work;
     bool dirty = false;
@@ -134,9 +129,10 @@ void Store::Repairer::loop() {
     std::shared_ptr<const Placement> now;
     int now_failures = 0;
     if (dirty) {
-      now_failures = s_.update_view();
-      now = s_.placement();
-      for (const SlotId &id : candidates(*now)) work.insert(id);
+      now_failures = c_.membership.follow(*c_.rt.failures);
+      const std::shared_ptr<const View> view = c_.membership.view();
+      now = view->placement;
+      for (const SlotId &id : candidates(*view, *now)) work.insert(id);
     }
     backlog_.store(work.size());
     bool complete = true;
@@ -151,7 +147,7 @@ void Store::Repairer::loop() {
         others_ = --left + busy.size() + failed.size();
       }
       try {
-        s_.repair_slot(agent_, *it);
+        repair_slot(*it);
         RMASTORE_TRACE("repaired %llu/%u", (unsigned long long)it->key, static_cast<unsigned>(it->ns));
         repaired_slots_.fetch_add(1);
       } catch (const LocksBusy &) {
@@ -167,9 +163,9 @@ void Store::Repairer::loop() {
           // Placement changed or a holder failed: what is left is done again under the new
           // placement, whose difference from the last complete pass covers it. Until the
           // failure set knows more than before, wait a little rather than spin.
-          const int before = s_.failures_->failures();
-          record_failures(s_.ctrl_, *s_.failures_);
-          if (s_.failures_->failures() == before) std::this_thread::sleep_for(std::chrono::microseconds(500));
+          const int before = c_.rt.failures->failures();
+          record_failures(c_.rt.ctrl, *c_.rt.failures);
+          if (c_.rt.failures->failures() == before) std::this_thread::sleep_for(std::chrono::microseconds(500));
           std::lock_guard lk(mu_);
           requested_.insert(it, work.end());
           view_dirty_ = true;
@@ -206,59 +202,36 @@ void Store::Repairer::loop() {
   }
 }
 
-std::vector<SlotId> Store::Repairer::candidates(const Placement &now) {
+std::vector<SlotId> Repairer::candidates(const View &view, const Placement &now) {
   std::shared_ptr<const Placement> before;
   {
     std::lock_guard lk(mu_);
     before = repaired_;
   }
   // The values this process knows exist, and whatever its table holds (also records).
-  std::vector<SlotId> ids;
-  {
-    for (std::uint64_t key : s_.known_.all()) ids.push_back(SlotId{key, Ns::kValue});
-  }
-  {
-    std::lock_guard lk(s_.table_mutex_);
-    for (const auto &kv : s_.table_) {
-      if (kv.first.ns != Ns::kPending) ids.push_back(kv.first);
-    }
-  }
+  std::vector<SlotId> ids = c_.table.slots();
+  for (std::uint64_t key : c_.known.all()) ids.push_back(SlotId{key, Ns::kValue});
   std::sort(ids.begin(), ids.end());
   ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
   std::vector<SlotId> out;
   for (const SlotId &id : ids) {
-    const std::vector<int> hs = s_.holders_of(id, now);
-    if (hs.empty() || hs.front() != s_.rank_) continue;
-    if (hs != s_.holders_of(id, *before)) out.push_back(id);
+    const std::vector<int> hs = view.holders_of(id, now);
+    if (hs.empty() || hs.front() != c_.rt.rank) continue;
+    if (hs != view.holders_of(id, *before)) out.push_back(id);
   }
   return out;
 }
 
-void Store::on_repair_needed(const CtrlMsg &msg) {
-  if (repairer_) repairer_->request(SlotId{msg.key, static_cast<Ns>(msg.ns)});
+bool Repairer::tx_committed(int committer, std::uint64_t tx) {
+  return repair_slot(SlotId{static_cast<std::uint64_t>(committer), Ns::kTxRecord}) == tx;
 }
 
-void Store::on_lost(const CtrlMsg &msg) {
-  known_.mark_lost(msg.key);
-}
-
-bool Store::tx_committed(Agent &a, int committer, std::uint64_t tx) {
-  return repair_slot(a, SlotId{static_cast<std::uint64_t>(committer), Ns::kTxRecord}) == tx;
-}
-
-std::uint64_t Store::repair_slot(Agent &a, const SlotId &id) {
+std::uint64_t Repairer::repair_slot(const SlotId &id) {
   RMASTORE_FAULT_DELAY("repair.slot");
   // Our own copy's length sizes the slots of holders that get it.
-  std::size_t mine = 0;
-  {
-    std::lock_guard lk(table_mutex_);
-    auto it = table_.find(id);
-    if (it != table_.end()) {
-      SlotHeader h = load_header(it->second.block.base);
-      if (h.version != kNoVersion && h.length <= it->second.block.capacity) mine = h.length;
-    }
-  }
-  std::vector<Lock> locks = acquire_locks(a, lock_requests(id, mine, kLockRepair));
+  const std::size_t mine = c_.table.local_length(id);
+  Agent &a = agent_;
+  std::vector<Lock> locks = locks_.acquire(a, locks_.requests(id, mine, kLockRepair), this);
   RMASTORE_TRACE("repair of %llu/%u holds its %zu locks", (unsigned long long)id.key, static_cast<unsigned>(id.ns),
                  locks.size());
   std::uint32_t unlock_flags = 0;
@@ -281,49 +254,22 @@ std::uint64_t Store::repair_slot(Agent &a, const SlotId &id) {
                                      g.pending_version, g.pending_length, g.pending_writer, g.pending_tx});
       }
     }
-    const bool known = id.ns == Ns::kValue && known_.known(id.key);
+    const bool known = id.ns == Ns::kValue && c_.known.known(id.key);
     // A transaction's pending value newer than the value: its committer failed mid-commit. Its
     // decision record is repaired first, so that every later repair reads the same record.
     const SlotDecision d = decide_slot(
         id.ns == Ns::kValue, holders, copies, pending, known,
-        [&](std::uint32_t committer, std::uint64_t tx) { return tx_committed(a, static_cast<int>(committer), tx); });
+        [&](std::uint32_t committer, std::uint64_t tx) { return tx_committed(static_cast<int>(committer), tx); });
     if (d.drop_pending) unlock_flags = kUnlockDropPending;
     const std::uint64_t version = d.version;
     const std::uint64_t length = d.length;
     const bool from_pending = d.roll_forward;
-    RequestSet rs(&a);
     if (d.outcome != SlotDecision::Outcome::kRestore) {
-      if (d.outcome == SlotDecision::Outcome::kLost) {
-        // Every copy is gone: say so at the holders (gets return STORE_ERR_DATA_LOST) and to
-        // every process, until the key is put again.
-        std::vector<SlotHeader> marks;
-        marks.reserve(locks.size());
-        for (const Lock &l : locks) {
-          marks.push_back(lost_header(l.grant.capacity, id.key, id.ns));
-          const std::byte *from = reinterpret_cast<const std::byte *>(&marks.back()) + kWriterOffset;
-          if (l.req.holder == rank_) {
-            copy_to_window(reinterpret_cast<std::byte *>(l.grant.address) + kWriterOffset, from, kWriterBytes);
-          } else {
-            rs.put(*window_, l.req.holder, static_cast<MPI_Aint>(l.grant.address + kWriterOffset), from, kWriterBytes);
-          }
-        }
-        try {
-          rs.wait_all();
-        } catch (const StoreError &e) {
-          if (e.status() != STORE_ERR_PROC_FAILED || failures_->revoked()) throw;
-        }
-        known_.mark_lost(id.key);
-        CtrlMsg m;
-        m.type = MsgType::kLost;
-        m.key = id.key;
-        for (int r = 0; r < size_; ++r) {
-          if (r != rank_ && !failures_->dead(r)) a.post(r, m);
-        }
-      }
-      release_locks(a, locks, unlock_flags);
+      if (d.outcome == SlotDecision::Outcome::kLost) mark_lost(id, locks);
+      locks_.release(a, locks, unlock_flags);
       return kNoVersion;
     }
-    std::vector<HolderCache> targets;
+    std::vector<Copy> targets;
     std::vector<Lock *> target_locks;
     for (Lock &l : locks) {
       if (std::find(d.targets.begin(), d.targets.end(), l.req.holder) != d.targets.end()) target_locks.push_back(&l);
@@ -331,7 +277,7 @@ std::uint64_t Store::repair_slot(Agent &a, const SlotId &id) {
     if (!target_locks.empty()) {
       // The source: our own copy when we have the winner, else the first holder that does.
       const int source_holder =
-          std::find(d.sources.begin(), d.sources.end(), rank_) != d.sources.end() ? rank_ : d.sources.front();
+          std::find(d.sources.begin(), d.sources.end(), c_.rt.rank) != d.sources.end() ? c_.rt.rank : d.sources.front();
       const Lock *source = nullptr;
       for (const Lock &l : locks) {
         if (l.req.holder == source_holder) source = &l;
@@ -341,53 +287,79 @@ std::uint64_t Store::repair_slot(Agent &a, const SlotId &id) {
       std::vector<std::byte> fetched;
       const std::byte *data = nullptr;
       const Ns source_ns = from_pending ? Ns::kPending : id.ns;
-      const HolderCache src = from_pending ? as_pending_copy(*source) : as_copy(*source);
-      if (source->req.holder == rank_) {
+      const Copy src = from_pending ? source->pending_copy() : source->copy();
+      if (source->req.holder == c_.rt.rank) {
         SlotHeader h = load_header(reinterpret_cast<const std::byte *>(src.address));
         data = reinterpret_cast<const std::byte *>(src.address) + value_offset(h, src.capacity);
       } else {
         fetched.resize(length);
-        HolderCache hc = src;
+        Copy hc = src;
         hc.length_hint = length;
         std::size_t got = 0;
-        const ReadResult r = read_remote(a, SlotId{id.key, source_ns}, hc, fetched.data(), fetched.size(), &got);
+        const ReadResult r =
+            c_.engine.read_remote(a, SlotId{id.key, source_ns}, hc, fetched.data(), fetched.size(), &got);
         if (r != ReadResult::kOk || got != length) {
           throw StoreError(STORE_ERR_INTERNAL, "repair: the source copy changed under its lock");
         }
         data = fetched.data();
       }
       // Holders whose slot is too small: asking again for a lock one holds enlarges the slot.
-      std::vector<Ask> grow;
+      std::vector<Engine::Ask> grow;
       std::vector<Lock *> grown;
       for (Lock *l : target_locks) {
         if (l->grant.capacity >= length) continue;
-        grow.push_back(Ask{id, l->req.holder, lock_msg(l->owner, length, kLockRepair)});
+        grow.push_back(Engine::Ask{id, l->req.holder, LockClient::lock_msg(l->owner, length, kLockRepair)});
         grown.push_back(l);
       }
       if (!grow.empty()) {
-        const std::vector<CtrlMsg> replies = ask_all(a, grow);
+        const std::vector<CtrlMsg> replies = c_.engine.ask_all(a, grow);
         for (std::size_t i = 0; i < grown.size(); ++i) {
           if (replies[i].status != ReplyStatus::kOk) throw StoreError(STORE_ERR_NO_MEMORY, "a holder is out of memory");
           grown[i]->grant = replies[i];
         }
       }
-      for (Lock *l : target_locks) targets.push_back(as_copy(*l));
+      for (Lock *l : target_locks) targets.push_back(l->copy());
       RMASTORE_FAULT_POINT("repair.transfer");
-      SlotHeader h{};
-      h.key = id.key;
-      h.version = version;
-      h.length = length;
-      h.flags = make_flags(0, id.ns);
-      h.epoch = epoch_;
+      // The copy keeps the header of the value it repeats, writer included.
+      SlotHeader h = c_.engine.header(id.key, version, length, make_flags(0, id.ns));
       h.writer = d.writer;
-      const std::vector<HolderCache> written = write_copies(a, targets, h, data, true, true);
-      if (repairer_) repairer_->add_bytes(length * written.size());
+      const std::vector<Copy> written = c_.engine.write_copies(a, targets, h, data, Engine::OnFailure::kSkip);
+      repaired_bytes_.fetch_add(length * written.size());
     }
-    release_locks(a, locks, unlock_flags);
+    locks_.release(a, locks, unlock_flags);
     return version;
   } catch (...) {
-    release_locks(a, locks);
+    locks_.release(a, locks);
     throw;
+  }
+}
+
+void Repairer::mark_lost(const SlotId &id, const std::vector<Lock> &locks) {
+  // Gets return STORE_ERR_DATA_LOST at the holders, and every process is told, until the key is
+  // put again.
+  RequestSet rs(&agent_);
+  std::vector<SlotHeader> marks;
+  marks.reserve(locks.size());
+  for (const Lock &l : locks) {
+    marks.push_back(lost_header(l.grant.capacity, id.key, id.ns));
+    const std::byte *from = reinterpret_cast<const std::byte *>(&marks.back()) + kWriterOffset;
+    if (l.req.holder == c_.rt.rank) {
+      copy_to_window(reinterpret_cast<std::byte *>(l.grant.address) + kWriterOffset, from, kWriterBytes);
+    } else {
+      rs.put(*c_.rt.window, l.req.holder, static_cast<MPI_Aint>(l.grant.address + kWriterOffset), from, kWriterBytes);
+    }
+  }
+  try {
+    rs.wait_all();
+  } catch (const StoreError &e) {
+    if (e.status() != STORE_ERR_PROC_FAILED || c_.rt.failures->revoked()) throw;
+  }
+  c_.known.mark_lost(id.key);
+  CtrlMsg m;
+  m.type = MsgType::kLost;
+  m.key = id.key;
+  for (int r = 0; r < c_.rt.size; ++r) {
+    if (r != c_.rt.rank && !c_.rt.failures->dead(r)) agent_.post(r, m);
   }
 }
 

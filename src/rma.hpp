@@ -32,7 +32,7 @@ public:
   void attach(void *base, std::size_t bytes);
   // Ends the epoch and frees the window (collective). Only valid when no request is pending.
   void close();
-  // Forgets the window without freeing it (see Store::rebuild_window); MPI_Finalize frees it.
+  // Forgets the window without freeing it (see Store::rebuild_runtime); MPI_Finalize frees it.
   void abandon() { win_ = MPI_WIN_NULL; }
 
   MPI_Win handle() const { return win_; }

@@ -107,7 +107,7 @@ inline std::atomic_ref<std::uint64_t> owner_of(std::byte *slot_base) {
 // each atomically (relaxed; callers that order by the owner word use owner_of with acquire and
 // release). The holder's threads change the owner word concurrently (locks), and the helper
 // rewrites whole headers (a slot freed, moved or reallocated) while the application thread reads
-// its own copy without the table lock (Store::read_local): a plain memcpy of the 64 bytes would be
+// its own copy without the table lock (SlotTable::read_local): a plain memcpy of the 64 bytes would be
 // a data race between this process's threads. Words written by other processes' puts may still be
 // torn across words: that is what the checksum detects. Slots are 64-byte aligned.
 inline SlotHeader load_header(const std::byte *slot_base) {

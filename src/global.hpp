@@ -1,0 +1,47 @@
+// The global recovery variant: each slot's holder gives a write grant to one writer, which the
+// writer caches, so that a repeat put is purely one-sided; readers cache lookups. Writers of one
+// key must not overlap. A failure stops everybody (STORE_ERR_PROC_FAILED) until all survivors
+// call store_recover, which decides what every failure interrupted (rereplicate.hpp); after it,
+// puts must be in transactions until store_back_to_normal.
+#pragma once
+
+#include "core.hpp"
+#include "variant.hpp"
+
+namespace rmastore::internal {
+
+class GlobalVariant final : public Variant {
+public:
+  explicit GlobalVariant(Core &core) : c_(core) {}
+
+  std::function<void()> start() override { return {}; }
+  void stop() override {}
+  void check_usable() const override;
+  void put(std::uint64_t key, const void *buf, std::size_t len) override;
+  store_status_t get(std::uint64_t key, void *buf, std::size_t capacity, std::size_t *len) override;
+  void commit(const TxValues &values) override;
+  void on_message(const CtrlMsg &) override {}
+  store_mode_t mode() const override { return mode_; }
+  void back_to_normal(bool tx_open) override;
+  bool finalize_barrier() override;
+  void before_recover() override {}
+  void after_recover() override { mode_ = STORE_MODE_TRANSACTION; }
+  const store_key_t *lost_keys(const std::vector<store_key_t> &recovered, std::size_t *count) const override;
+  void stats(store_info_t &) const override {}
+  std::vector<int> holders(std::uint64_t key) override;
+
+private:
+  // Makes sure we hold write grants big enough for `len` at every holder of `id`.
+  std::vector<Copy> acquire_write(const SlotId &id, std::size_t len, std::uint64_t *version);
+  // Writes one slot's copies; a holder's failure is an error.
+  void write(const std::vector<Copy> &copies, std::uint64_t key, std::uint64_t version, std::size_t length,
+             std::uint64_t flags, const void *buf);
+  // Tells every other process that `key` exists, so that a later recovery can report it lost.
+  void register_key(std::uint64_t key);
+
+  Core &c_;
+  store_mode_t mode_ = STORE_MODE_NORMAL;
+  std::uint64_t tx_seq_ = 0; // transactions committed (or attempted) by this process
+};
+
+} // namespace rmastore::internal

@@ -1,0 +1,74 @@
+// The localized recovery variant: every put takes the lock of each copy's slot (locks.hpp);
+// locks of failed processes are broken by repairs, which the repair thread of each process runs
+// in the background (repair.hpp). Nobody has to stop for a failure: placement leaves the failed
+// out as soon as this process learns of them (Membership::follow), and operations that a
+// failure hit start over on the new holders. store_recover is optional, a compaction.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "core.hpp"
+#include "locks.hpp"
+#include "repair.hpp"
+#include "variant.hpp"
+
+namespace rmastore::internal {
+
+class LocalizedVariant final : public Variant {
+public:
+  explicit LocalizedVariant(Core &core) : c_(core), locks_(core) {}
+  ~LocalizedVariant() override;
+
+  std::function<void()> start() override;
+  void stop() override;
+  void check_usable() const override {}
+  void put(std::uint64_t key, const void *buf, std::size_t len) override;
+  store_status_t get(std::uint64_t key, void *buf, std::size_t capacity, std::size_t *len) override;
+  void commit(const TxValues &values) override;
+  void on_message(const CtrlMsg &msg) override;
+  store_mode_t mode() const override { return STORE_MODE_NORMAL; }
+  void back_to_normal(bool tx_open) override;
+  bool finalize_barrier() override;
+  void before_recover() override;
+  void after_recover() override {}
+  const store_key_t *lost_keys(const std::vector<store_key_t> &recovered, std::size_t *count) const override;
+  void stats(store_info_t &out) const override;
+  std::vector<int> holders(std::uint64_t key) override;
+
+private:
+  // Decides whether an operation that failed with `e` starts over. It does when a process
+  // failed: the failure set and placement are first brought up to what MPI knows (the helper's
+  // notice may lag behind the error the operation saw), with a short wait while nothing new is
+  // known. Not for other errors, after a revocation, or after 30 s without news. One object per
+  // operation: it carries the failure count and deadline between attempts.
+  class Retry {
+  public:
+    explicit Retry(Core &c) : c_(c), seen_(c.rt.failures->failures()) {}
+    bool after(const StoreError &e);
+
+  private:
+    Core &c_;
+    int seen_;
+    std::int64_t deadline_ = 0;
+  };
+
+  // Helper thread, after it recorded new failures: placement leaves them out, their queued lock
+  // requests go, and every slot whose lock a failed process holds is repaired.
+  void on_failures();
+  // Tells every live process that `key` exists; one that fails meanwhile needs no notice.
+  void register_key(std::uint64_t key);
+  // Writes one slot's copies; holders that fail meanwhile are skipped.
+  std::vector<Copy> write(const std::vector<Copy> &copies, std::uint64_t key, std::uint64_t version, std::size_t length,
+                          std::uint64_t flags, const void *buf);
+
+  Core &c_;
+  LockClient locks_;
+  // Made anew for every runtime (store_recover); kept after stop() until then, because the
+  // helper may still hand it work until it stops too.
+  std::unique_ptr<Repairer> repairer_;
+  std::uint64_t tx_seq_ = 0;                     // transactions committed (or attempted) by this process
+  mutable std::vector<store_key_t> lost_report_; // what lost_keys hands out
+};
+
+} // namespace rmastore::internal
