@@ -16,6 +16,7 @@ public:
 
   std::function<void()> start() override { return {}; }
   void stop() override {}
+  void after_helper_stopped() override {}
   void check_usable() const override;
   void put(std::uint64_t key, const void *buf, std::size_t len) override;
   store_status_t get(std::uint64_t key, void *buf, std::size_t capacity, std::size_t *len) override;

@@ -6,8 +6,10 @@ namespace rmastore::internal {
 
 KeyCache::KeyState &KeyCache::state_locked(const SlotId &id) {
   auto [it, created] = cache_.try_emplace(id);
-  const std::shared_ptr<const View> view = membership_.view();
-  if (created || it->second.view != view->failures) {
+  // The common case takes no view: the membership's lock stays off the data path.
+  if (!created && it->second.view == membership_.failures()) return it->second;
+  {
+    const std::shared_ptr<const View> view = membership_.view();
     KeyState &ks = it->second;
     ks.holders.clear();
     ks.view = view->failures;

@@ -22,6 +22,7 @@ public:
 
   std::function<void()> start() override;
   void stop() override;
+  void after_helper_stopped() override { repairer_.reset(); }
   void check_usable() const override {}
   void put(std::uint64_t key, const void *buf, std::size_t len) override;
   store_status_t get(std::uint64_t key, void *buf, std::size_t capacity, std::size_t *len) override;
@@ -64,8 +65,8 @@ private:
 
   Core &c_;
   LockClient locks_;
-  // Made anew for every runtime (store_recover); kept after stop() until then, because the
-  // helper may still hand it work until it stops too.
+  // One per runtime: made before the helper starts, destroyed once it stopped (until then the
+  // helper may hand it work).
   std::unique_ptr<Repairer> repairer_;
   std::uint64_t tx_seq_ = 0;                     // transactions committed (or attempted) by this process
   mutable std::vector<store_key_t> lost_report_; // what lost_keys hands out

@@ -29,9 +29,10 @@ store_status_t Store::recover(MPI_Comm *new_comm) {
   // Only while the runtime runs: an attempt that failed half-way left it stopped.
   if (c.rt.helper != nullptr) variant_->before_recover();
   double shrink_s = 0, window_s = 0, rerep_s = 0;
-  const std::vector<int> &rank_of_id = c.membership.view()->rank_of_id;
+  // Kept while counting: the helper may replace the view meanwhile.
+  const std::shared_ptr<const View> view = c.membership.view();
   const int before =
-      static_cast<int>(std::count_if(rank_of_id.begin(), rank_of_id.end(), [](int r) { return r >= 0; }));
+      static_cast<int>(std::count_if(view->rank_of_id.begin(), view->rank_of_id.end(), [](int r) { return r >= 0; }));
   bool keep_window = false;
   try {
     keep_window = shrink_and_agree(&shrink_s, before);

@@ -178,6 +178,7 @@ void Store::start_threads() {
 void Store::stop_threads() {
   variant_->stop();
   core_->rt.stop_helper();
+  variant_->after_helper_stopped();
 }
 
 void Store::stop_for_mpi_finalize() {

@@ -28,6 +28,8 @@ public:
   virtual std::function<void()> start() = 0;
   // Stops it, before the helper stops.
   virtual void stop() = 0;
+  // The helper has stopped too: nothing hands the variant's threads work any more.
+  virtual void after_helper_stopped() = 0;
   // Throws STORE_ERR_PROC_FAILED when the store must be recovered before it can be used.
   virtual void check_usable() const = 0;
 

@@ -9,8 +9,11 @@
  *   Collective  - every process of the store's communicator must call it, in the same order
  *                 relative to other collective calls on the same store.
  *   Local       - needs no matching call on other processes.
- *   Thread use  - a store handle may be used from any thread, one call at a time: calls on one
- *                 handle are serialised internally, so concurrent calls are safe but not parallel.
+ *   Thread use  - a store handle may be used from any thread. Calls on one handle are
+ *                 serialised internally: concurrent calls are safe, but each waits until the
+ *                 call before it returned, also when that is a collective call waiting for
+ *                 other processes. Collective calls must still reach every process in the same
+ *                 order: an application that makes them from several threads orders them.
  *
  * All calls return a store_status_t. None of them aborts the process, throws, or lets an MPI error
  * escape: MPI errors are reported as STORE_ERR_MPI. store_strerror() names every status.
