@@ -3,8 +3,8 @@
 # runs the whole test suite; then builds again with AddressSanitizer and UBSan and runs the
 # suite there, but for the tests across simulated hosts (skip that with RMASTORE_SANITIZE=0).
 # RMASTORE_TSAN=1 (opt-in: under TSan test_put_get.np2 alone takes 2 minutes) adds a ThreadSanitizer
-# build and runs the data-path and localized tests there at 2 processes (RMASTORE_TSAN_TESTS, a
-# ctest -R regex, chooses others).
+# build and runs the data-path and localized tests there at 2 processes, and every single-node
+# failure scenario (RMASTORE_TSAN_TESTS, a ctest -R regex, chooses others).
 # Extra arguments go to ctest (e.g. -L unit). The suite includes tests across 3 simulated hosts
 # (label multihost, scripts/multihost.sh): they need root and network namespaces.
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
@@ -32,11 +32,11 @@ if [ "${RMASTORE_SANITIZE:-1}" != 0 ]; then
 fi
 
 if [ "${RMASTORE_TSAN:-0}" = 1 ]; then
-  echo "== data-path and localized tests under ThreadSanitizer"
+  echo "== data-path, localized and failure tests under ThreadSanitizer"
   RMASTORE_BUILD_DIR="$base_build_dir-tsan"
   rmastore_build -DRMASTORE_TSAN=ON -DCMAKE_BUILD_TYPE=Debug
   # TSAN_OPTIONS (tests/tsan.supp) comes with each test's environment; mpirun_test.sh fails a
   # test whose output holds a ThreadSanitizer report.
   ctest --test-dir "$RMASTORE_BUILD_DIR" --output-on-failure -j2 -LE multihost \
-    -R "${RMASTORE_TSAN_TESTS:-^test_(put_get|torn|remote_completion|localized)(_localized)?\.np2\$}"
+    -R "${RMASTORE_TSAN_TESTS:-^test_(put_get|torn|remote_completion|localized)(_localized)?\.np2\$|^failure_}"
 fi

@@ -11,6 +11,7 @@
 
 #include "errors.hpp"
 #include "fault.hpp"
+#include "tsan.hpp"
 
 namespace rmastore::internal {
 namespace {
@@ -57,6 +58,7 @@ std::vector<CtrlMsg> Engine::ask_all(Agent &a, const std::vector<Ask> &asks) {
   }
   for (std::size_t next = 0; next < inbox.size();) {
     rs.wait_all();
+    replies_received();
     for (const std::size_t end = inbox.size(); next < end; ++next) {
       const auto &[from, reply] = inbox[next];
       std::size_t i = 0;

@@ -12,6 +12,7 @@
 
 #include "errors.hpp"
 #include "fault.hpp"
+#include "tsan.hpp"
 
 namespace rmastore::internal {
 namespace {
@@ -70,6 +71,7 @@ void Helper::send(int dest, int tag, const CtrlMsg &msg) {
                  static_cast<unsigned>(msg.status), dest, tag);
   Outgoing &o = outgoing_.emplace_back();
   o.msg = msg;
+  reply_sent();
   const int rc = MPI_Isend(&o.msg, sizeof o.msg, MPI_BYTE, dest, tag, comm_, &o.request);
   if (rc != MPI_SUCCESS) {
     outgoing_.pop_back();
