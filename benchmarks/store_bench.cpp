@@ -41,6 +41,12 @@
 // --op recover-memory: heap bytes a store_recover with no failure keeps per call, both
 //   variants, against a raw recovery's communicator calls (dup, revoke, shrink, agree, free);
 //   --reps rounds (default 200).
+// --op key-memory (at least 3 ranks): what a new key costs each process in memory. Rank 0 puts
+//   --reps new keys (default 50000) of the first --sizes bytes, each with its one copy on rank
+//   1 (--replicas is 1 here); ranks 2.. hold none of them. Reports the heap growth (malloc's
+//   bytes in use) per key of the writer, of the holder and of a bystander, the holder's
+//   bookkeeping per copy beyond a bystander's, and its window memory per copy, for each
+//   --recovery.
 #include <getopt.h>
 #include <malloc.h>
 #include <mpi.h>
@@ -88,7 +94,7 @@ const char *detector_name(int d) {
 }
 
 constexpr const char *kUsage =
-    "usage: store_bench [--op put,get,cpu,detectors,variants,recover-memory,pause,failure]\n"
+    "usage: store_bench [--op put,get,cpu,detectors,variants,recover-memory,key-memory,pause,failure]\n"
     "                   [--sizes 8,4K,1M] [--replicas 1,2] [--scenario idle,busy] [--reps N]\n"
     "                   [--max-sleep-us N] [--detector off,notify,ping] [--mib N]\n"
     "                   [--recovery global|localized] [--host-loss 0|1] [--help]\n";
@@ -120,8 +126,10 @@ int parse(int argc, char **argv, bool talk, Options &o) {
     switch (c) {
     case kOp:
       o.ops = split(v);
-      if (!all_of_names(o.ops, {"put", "get", "cpu", "detectors", "variants", "recover-memory", "pause", "failure"}))
-        return refuse("--op takes put, get, cpu, detectors, variants, recover-memory, pause or failure", optarg);
+      if (!all_of_names(o.ops, {"put", "get", "cpu", "detectors", "variants", "recover-memory", "key-memory", "pause",
+                                "failure"}))
+        return refuse("--op takes put, get, cpu, detectors, variants, recover-memory, key-memory, pause or failure",
+                      optarg);
       break;
     case kSizes:
       o.sizes.clear();
@@ -423,6 +431,61 @@ void run_failure(const Options &opt, RawWindow &raw, int rank, int np) {
   }
   store_finalize(&s);
   MPI_Comm_free(&comm);
+}
+
+// What a new key costs each process in memory (see the header).
+void run_key_memory(const Options &opt, int rank, int np) {
+  if (np < 3) {
+    if (rank == 0) std::fprintf(stderr, "store_bench: --op key-memory needs at least 3 ranks\n");
+    return;
+  }
+  const int keys = opt.reps > 0 ? opt.reps : 50000;
+  const std::size_t size = opt.sizes.front();
+  std::vector<char> value(size, 'k');
+  for (int rec : opt.recoveries) {
+    store_config_t cfg;
+    store_config_init(&cfg);
+    cfg.replicas = 1;
+    cfg.recovery = rec;
+    store_t s = nullptr;
+    if (store_init(MPI_COMM_WORLD, &cfg, &s) != STORE_OK) MPI_Abort(MPI_COMM_WORLD, 9);
+    std::vector<store_key_t> mine; // rank 0: keys whose copy is on rank 1
+    if (rank == 0) {
+      for (store_key_t k = 1; static_cast<int>(mine.size()) < keys; ++k) {
+        if (key_holders(s, k) == std::vector<int>{1}) mine.push_back(k);
+      }
+    }
+    // Warm-up: the first keys also pay for one-off growth (window regions, MPI's request pools).
+    for (store_key_t k = 0; rank == 0 && k < 64; ++k) store_put(s, (store_key_t{1} << 62) + k, value.data(), size);
+    MPI_Barrier(MPI_COMM_WORLD);
+    const store_info_t before = info_of(s);
+    const double heap_before = static_cast<double>(mallinfo2().uordblks);
+    MPI_Barrier(MPI_COMM_WORLD);
+    for (store_key_t k : mine) {
+      if (store_put(s, k, value.data(), size) != STORE_OK) MPI_Abort(MPI_COMM_WORLD, 10);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    const store_info_t after = info_of(s);
+    const double mine_grew[3] = {static_cast<double>(mallinfo2().uordblks) - heap_before,
+                                 static_cast<double>(after.local_copies - before.local_copies),
+                                 static_cast<double>(after.attached_bytes - before.attached_bytes)};
+    std::vector<double> all(3 * static_cast<std::size_t>(np));
+    MPI_Gather(mine_grew, 3, MPI_DOUBLE, all.data(), 3, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    if (rank == 0) {
+      double bystander = 0;
+      for (int r = 2; r < np; ++r) bystander += all[3 * static_cast<std::size_t>(r)];
+      bystander /= np - 2;
+      const double k = keys;
+      std::printf("{\"op\":\"key_memory\",\"np\":%d,\"recovery\":\"%s\",\"keys\":%d,\"size\":%zu,"
+                  "\"writer_heap_per_key\":%.1f,\"holder_heap_per_key\":%.1f,\"bystander_heap_per_key\":%.1f,"
+                  "\"holder_copies\":%.0f,\"holder_bookkeeping_per_copy\":%.1f,\"holder_window_per_copy\":%.1f}\n",
+                  np, rec == STORE_RECOVERY_GLOBAL ? "global" : "localized", keys, size, all[0] / k, all[3] / k,
+                  bystander / k, all[4], (all[3] - bystander) / k, all[5] / k);
+      std::fflush(stdout);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    store_finalize(&s);
+  }
 }
 
 // The recovery pause each survivor sees (see the header). The last rank dies; survivors report
@@ -871,6 +934,8 @@ int main(int argc, char **argv) {
       store_finalize(&s);
     }
   }
+
+  if (std::find(opt.ops.begin(), opt.ops.end(), "key-memory") != opt.ops.end()) run_key_memory(opt, rank, np);
 
   if (std::find(opt.ops.begin(), opt.ops.end(), "pause") != opt.ops.end()) {
     run_pause(opt, rank, np);

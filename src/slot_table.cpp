@@ -88,7 +88,7 @@ std::optional<CtrlMsg> SlotTable::grant_or_defer_locked(HeldSlot &slot, const Ct
     return r;
   }
   slot.pending_acks = static_cast<int>(invalidate.size());
-  slot.stashed_reply = Deferred{r, source};
+  slot.stashed_reply = std::make_unique<Deferred>(Deferred{r, source});
   for (int target : invalidate) {
     CtrlMsg inv;
     inv.type = MsgType::kInvalidate;
@@ -147,7 +147,7 @@ void SlotTable::on_invalidate_ack(const CtrlMsg &msg) {
 void SlotTable::dispatch_queued_locked(HeldSlot &slot) {
   while (slot.pending_acks == 0 && !slot.queued.empty()) {
     const Deferred d = slot.queued.front();
-    slot.queued.pop_front();
+    slot.queued.erase(slot.queued.begin());
     if (auto r = grant_or_defer_locked(slot, d.msg, d.source)) send(d.source, kTagReply, *r);
   }
 }
@@ -309,7 +309,7 @@ void SlotTable::grant_next_locked(const SlotId &id, HeldSlot &slot) {
     const Deferred &next = slot.queued.front();
     if (owner != kOwnerFree && owner != next.msg.owner) return;
     const Deferred d = next;
-    slot.queued.pop_front();
+    slot.queued.erase(slot.queued.begin());
     if (rt_.failures->dead(d.source)) continue;
     const CtrlMsg r = or_refusal(d.msg, [&] { return grant_lock_locked(id, slot, d.msg); });
     RMASTORE_TRACE("hands %llu/%u on to rank %d", (unsigned long long)id.key, d.msg.ns, d.source);

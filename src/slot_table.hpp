@@ -15,7 +15,6 @@
 #pragma once
 
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -110,6 +109,9 @@ private:
     CtrlMsg msg;
     int source;
   };
+  // One per slot held here, so kept small: what only a contended slot needs takes no memory
+  // until then (a std::deque allocated 576 bytes as soon as it was made, an optional reply held
+  // a whole message inline).
   struct HeldSlot {
     SlotAllocator::Block block;
     int writer = -1;    // global: current rank of the write grant's holder
@@ -119,9 +121,9 @@ private:
     // A grant that waits for invalidation acks: its reply, the old block to free, and requests
     // for the same slot that arrived meanwhile.
     int pending_acks = 0;
-    std::optional<Deferred> stashed_reply;
+    std::unique_ptr<Deferred> stashed_reply;
     SlotAllocator::Block retired;
-    std::deque<Deferred> queued; // global: requests waiting for acks; localized: lock waiters
+    std::vector<Deferred> queued; // in arrival order. Global: requests waiting for acks; localized: lock waiters
   };
   using Table = std::unordered_map<SlotId, HeldSlot, SlotIdHash>;
 
