@@ -48,6 +48,8 @@ for np in 4 6 8; do
   done
 done
 bench 8 --op failure --mib 16 --replicas 2 --detector ping
+# Memory per new key: the writer's, a holder's per copy, a bystander's (both variants).
+bench 3 --op key-memory --sizes 8 --recovery global,localized
 fi
 if [ "$part" != global ]; then
   # The localized variant: what its slot locks cost a failure-free put, and the pause each
