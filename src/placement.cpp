@@ -31,17 +31,22 @@ void Placement::remove(int id) {
 }
 
 void Placement::holders(std::uint64_t key, std::span<int> out) const {
-  // r is small, so the r best are kept in a short sorted list instead of sorting all scores.
-  const int r = replicas_;
-  const bool spread_nodes = nodes_alive_ >= r;
+  const std::size_t r = std::min(out.size(), static_cast<std::size_t>(replicas_));
+  std::fill(out.begin() + static_cast<std::ptrdiff_t>(r), out.end(), -1);
+  ranking(key, out.first(r));
+}
+
+void Placement::ranking(std::uint64_t key, std::span<int> out) const {
+  const std::size_t n = out.size();
   struct Cand {
     std::uint64_t score;
     int id;
   };
   std::fill(out.begin(), out.end(), -1);
   const std::uint64_t hk = mix64(key);
-  if (spread_nodes) {
-    // Best process of each node, then the r best nodes by that score.
+  if (n <= static_cast<std::size_t>(nodes_alive_)) {
+    // All within round 0: the best process of each node, then the n best nodes by that score.
+    // n is small (the copies), so they are kept in a short sorted list instead of sorting.
     thread_local std::vector<Cand> best;
     best.assign(alive_per_node_.size(), Cand{0, -1});
     for (std::size_t id = 0; id < node_of_.size(); ++id) {
@@ -51,34 +56,34 @@ void Placement::holders(std::uint64_t key, std::span<int> out) const {
       if (b.id < 0 || s > b.score) b = Cand{s, static_cast<int>(id)};
     }
     std::vector<Cand> top;
-    top.reserve(static_cast<std::size_t>(r) + 1);
+    top.reserve(n + 1);
     for (const Cand &c : best) {
       if (c.id < 0) continue;
       auto pos = std::find_if(top.begin(), top.end(), [&](const Cand &t) { return c.score > t.score; });
-      if (pos - top.begin() >= r) continue;
+      if (static_cast<std::size_t>(pos - top.begin()) >= n) continue;
       top.insert(pos, c);
-      if (static_cast<int>(top.size()) > r) top.pop_back();
+      if (top.size() > n) top.pop_back();
     }
     for (std::size_t i = 0; i < top.size(); ++i) out[i] = top[i].id;
     return;
   }
-  // Fewer nodes than copies: distinct processes, taking one per node before a second from any.
+  // Beyond round 0: every live process by score, then round by round.
   thread_local std::vector<Cand> all;
   all.clear();
   for (std::size_t id = 0; id < node_of_.size(); ++id) {
     if (alive_[id]) all.push_back(Cand{mix64(hk ^ id_salt_[id]), static_cast<int>(id)});
   }
   std::sort(all.begin(), all.end(), [](const Cand &a, const Cand &b) { return a.score > b.score; });
-  // Round k takes the k-th best process of every node, best score first.
+  // A process's round is how many processes of its node score better.
   std::vector<int> per_node_seen(alive_per_node_.size(), 0);
   std::vector<int> round_of(all.size());
   for (std::size_t i = 0; i < all.size(); ++i) {
     round_of[i] = per_node_seen[static_cast<std::size_t>(node_of_[static_cast<std::size_t>(all[i].id)])]++;
   }
-  std::size_t n = 0;
-  for (int round = 0; n < static_cast<std::size_t>(r) && n < all.size(); ++round) {
-    for (std::size_t i = 0; i < all.size() && n < static_cast<std::size_t>(r); ++i) {
-      if (round_of[i] == round) out[n++] = all[i].id;
+  std::size_t taken = 0;
+  for (int round = 0; taken < n && taken < all.size(); ++round) {
+    for (std::size_t i = 0; i < all.size() && taken < n; ++i) {
+      if (round_of[i] == round) out[taken++] = all[i].id;
     }
   }
 }

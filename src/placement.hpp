@@ -26,8 +26,16 @@ public:
   int alive_count() const { return alive_count_; }
 
   // Writes the holders of `key` into out[0..replicas), best first. With fewer live processes
-  // than replicas, only alive_count() entries are written and the rest are set to -1.
+  // than replicas, only alive_count() entries are written and the rest are set to -1. They are
+  // the first `replicas` processes of the key's ranking.
   void holders(std::uint64_t key, std::span<int> out) const;
+
+  // Writes the first out.size() live processes of `key`'s ranking into `out`, best first; with
+  // fewer live processes, the rest is set to -1. Round k of the ranking takes the k-th best live
+  // process of every node, in the order of their scores: the first min(n, nodes()) are on
+  // distinct nodes, a shorter ranking is a prefix of a longer one, and removing a process never
+  // moves another live process to a later position (tests/test_placement.cpp).
+  void ranking(std::uint64_t key, std::span<int> out) const;
 
   // Removes a process from placement (it failed). Idempotent.
   void remove(int id);

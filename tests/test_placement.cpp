@@ -130,3 +130,112 @@ TEST(Placement, RejectsBadArguments) {
   EXPECT_THROW(Placement(one_node(3), 4), std::invalid_argument);
   EXPECT_THROW(Placement(std::vector<int>{0, -1}, 1), std::invalid_argument);
 }
+
+namespace {
+
+// Node layouts the ranking tests run over: one node, one process per node, uneven nodes.
+std::vector<std::vector<int>> layouts(int p) {
+  std::vector<int> uneven(static_cast<std::size_t>(p));
+  for (int i = 0; i < p; ++i) uneven[static_cast<std::size_t>(i)] = i < p / 2 ? 0 : 1 + i % 3;
+  std::vector<int> own(static_cast<std::size_t>(p));
+  for (int i = 0; i < p; ++i) own[static_cast<std::size_t>(i)] = i;
+  return {one_node(p), own, uneven, even_nodes(p, std::max(1, p / 3))};
+}
+
+std::vector<int> ranking(const Placement &pl, std::uint64_t key, int n) {
+  std::vector<int> r(static_cast<std::size_t>(n));
+  pl.ranking(key, r);
+  return r;
+}
+
+} // namespace
+
+// holders() is now the head of ranking(): the copies must stay where they were. The hash folds
+// the holders of 1,000 keys for 5 process counts, 3 node layouts, 1 to 4 copies, with and
+// without a removed process, as computed by the code before ranking() existed.
+TEST(Placement, HoldersAreWhereTheyWereBeforeRanking) {
+  std::uint64_t h = 0;
+  for (int p : {2, 3, 5, 8, 16}) {
+    for (int layout = 0; layout < 3; ++layout) {
+      std::vector<int> nodes(static_cast<std::size_t>(p));
+      for (int i = 0; i < p; ++i)
+        nodes[static_cast<std::size_t>(i)] = layout == 0 ? 0 : layout == 1 ? i : i % ((p + 1) / 2);
+      for (int r = 1; r <= std::min(4, p); ++r) {
+        Placement pl(nodes, r);
+        for (int pass = 0; pass < 2; ++pass) {
+          if (pass == 1 && p > r) pl.remove(1);
+          for (std::uint64_t key = 0; key < 1000; ++key) {
+            for (int x : holders(pl, key)) h = rmastore::internal::mix64(h ^ static_cast<std::uint64_t>(x + 2));
+          }
+        }
+      }
+    }
+  }
+  EXPECT_EQ(h, 0x8f1ac2ddb467c62fULL);
+}
+
+TEST(Placement, RankingStartsWithTheHoldersAndGrowsByPrefix) {
+  for (int p = 2; p <= 16; p += 3) {
+    for (const auto &nodes : layouts(p)) {
+      for (int r = 1; r <= std::min(6, p); ++r) {
+        Placement pl(nodes, r);
+        for (std::uint64_t key = 0; key < 300; ++key) {
+          const std::vector<int> full = ranking(pl, key, p);
+          EXPECT_EQ(std::vector<int>(full.begin(), full.begin() + r), holders(pl, key)) << "p " << p << " key " << key;
+          for (int n = 1; n < p; ++n) {
+            EXPECT_EQ(ranking(pl, key, n), std::vector<int>(full.begin(), full.begin() + n)) << "n " << n;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(Placement, RankingIsEveryLiveProcessOnceNodesFirst) {
+  for (int p = 2; p <= 16; p += 3) {
+    for (const auto &nodes : layouts(p)) {
+      Placement pl(nodes, 1);
+      pl.remove(p - 1);
+      for (std::uint64_t key = 0; key < 300; ++key) {
+        const std::vector<int> full = ranking(pl, key, p);
+        EXPECT_EQ(full.back(), -1) << "only p-1 processes are alive";
+        const std::set<int> distinct(full.begin(), full.end() - 1);
+        EXPECT_EQ(distinct.size(), static_cast<std::size_t>(p - 1));
+        EXPECT_EQ(distinct.count(p - 1), 0u) << "a removed process is ranked";
+        std::set<int> first_nodes;
+        for (int i = 0; i < pl.nodes(); ++i)
+          first_nodes.insert(nodes[static_cast<std::size_t>(full[static_cast<std::size_t>(i)])]);
+        EXPECT_EQ(first_nodes.size(), static_cast<std::size_t>(pl.nodes())) << "the first of each node come first";
+      }
+    }
+  }
+}
+
+// What lets a process that ranks among a key's first n keep that place while others fail: a
+// removal can only move live processes forward.
+TEST(Placement, RemovingAProcessNeverMovesAnotherBack) {
+  std::mt19937 rng(7);
+  for (int p = 3; p <= 16; p += 2) {
+    for (const auto &nodes : layouts(p)) {
+      Placement pl(nodes, 1);
+      std::vector<int> order(static_cast<std::size_t>(p));
+      for (int i = 0; i < p; ++i) order[static_cast<std::size_t>(i)] = i;
+      std::shuffle(order.begin(), order.end(), rng);
+      for (int step = 0; step + 1 < p; ++step) {
+        std::vector<std::vector<int>> before;
+        for (std::uint64_t key = 0; key < 200; ++key) before.push_back(ranking(pl, key, p));
+        const int gone = order[static_cast<std::size_t>(step)];
+        pl.remove(gone);
+        for (std::uint64_t key = 0; key < 200; ++key) {
+          const std::vector<int> after = ranking(pl, key, p);
+          const std::vector<int> &was = before[key];
+          for (int id = 0; id < p; ++id) {
+            if (id == gone || !pl.alive(id)) continue;
+            const auto pos = [id](const std::vector<int> &v) { return std::find(v.begin(), v.end(), id) - v.begin(); };
+            EXPECT_LE(pos(after), pos(was)) << "p " << p << " key " << key << " process " << id << " after " << gone;
+          }
+        }
+      }
+    }
+  }
+}
