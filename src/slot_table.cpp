@@ -261,6 +261,17 @@ std::optional<CtrlMsg> SlotTable::serve_lock_locked(const CtrlMsg &msg, int sour
   return std::nullopt;
 }
 
+void SlotTable::release_locked(const SlotId &id, HeldSlot &slot, std::uint32_t flags) {
+  if ((flags & kUnlockDropPending) != 0 && id.ns == Ns::kValue) {
+    auto pit = table_.find(SlotId{id.key, Ns::kPending});
+    if (pit != table_.end()) {
+      allocator_->release(pit->second.block);
+      table_.erase(pit);
+    }
+  }
+  owner_of(slot.block.base).store(kOwnerFree, std::memory_order_release);
+}
+
 void SlotTable::serve_unlock(const CtrlMsg &msg) {
   std::lock_guard lk(mu_);
   const SlotId id = slot_of(msg);
@@ -272,14 +283,7 @@ void SlotTable::serve_unlock(const CtrlMsg &msg) {
     std::erase_if(slot.queued, [&](const Deferred &d) { return d.msg.owner == msg.owner; });
     return;
   }
-  if ((msg.flags & kUnlockDropPending) != 0 && id.ns == Ns::kValue) {
-    auto pit = table_.find(SlotId{id.key, Ns::kPending});
-    if (pit != table_.end()) {
-      allocator_->release(pit->second.block);
-      table_.erase(pit);
-    }
-  }
-  owner_of(slot.block.base).store(kOwnerFree, std::memory_order_release);
+  release_locked(id, slot, msg.flags);
   grant_next_locked(id, slot);
 }
 
@@ -292,14 +296,7 @@ bool SlotTable::unlock_inline(const CtrlMsg &msg) {
   // Only a lock held with nobody waiting: a request of the agent to its own helper may still be
   // on its way, and only a message behind it is sure to withdraw it.
   if (owner_of(slot.block.base).load(std::memory_order_acquire) != msg.owner || !slot.queued.empty()) return false;
-  if ((msg.flags & kUnlockDropPending) != 0 && id.ns == Ns::kValue) {
-    auto pit = table_.find(SlotId{id.key, Ns::kPending});
-    if (pit != table_.end()) {
-      allocator_->release(pit->second.block);
-      table_.erase(pit);
-    }
-  }
-  owner_of(slot.block.base).store(kOwnerFree, std::memory_order_release);
+  release_locked(id, slot, msg.flags);
   return true;
 }
 

@@ -136,6 +136,8 @@ private:
   CtrlMsg grant_lock_locked(const SlotId &id, HeldSlot &slot, const CtrlMsg &msg);
   CtrlMsg break_lock_locked(const SlotId &id, HeldSlot &slot, const CtrlMsg &msg);
   void grant_next_locked(const SlotId &id, HeldSlot &slot);
+  // Frees the lock of `slot`, and with kUnlockDropPending the key's pending slot.
+  void release_locked(const SlotId &id, HeldSlot &slot, std::uint32_t flags);
   // Moves `slot` to a block of at least `need` bytes, keeping its value and lock word; the old
   // block is released. Throws std::bad_alloc or StoreError when memory runs out.
   void grow_locked(const SlotId &id, HeldSlot &slot, std::size_t need);
