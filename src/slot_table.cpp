@@ -38,6 +38,10 @@ SlotTable::SlotTable(const Config &config, Runtime &rt, Membership &membership)
 SlotTable::HeldSlot *SlotTable::find_or_create_locked(const SlotId &id, const CtrlMsg &msg, CtrlMsg *refused) {
   auto it = table_.find(id);
   if (it != table_.end()) return &it->second;
+  if (msg.type == MsgType::kLookup) { // a reader makes no slot
+    *refused = reply_to(msg, ReplyStatus::kNotFound);
+    return nullptr;
+  }
   *refused = or_refusal(msg, [&] {
     HeldSlot fresh;
     fresh.block = allocator_->allocate(std::max<std::size_t>(msg.length, config_.initial_slot_size), id.key, id.ns);
@@ -60,7 +64,6 @@ std::optional<CtrlMsg> SlotTable::serve_inline(const CtrlMsg &msg, int self) {
 }
 
 std::optional<CtrlMsg> SlotTable::serve_locked(const CtrlMsg &msg, int source, bool inline_call) {
-  if (msg.type == MsgType::kLookup && table_.count(slot_of(msg)) == 0) return reply_to(msg, ReplyStatus::kNotFound);
   CtrlMsg refused;
   HeldSlot *found = find_or_create_locked(slot_of(msg), msg, &refused);
   if (found == nullptr) return refused;
@@ -164,9 +167,9 @@ void SlotTable::quarantine_locked(const SlotId &id, SlotAllocator::Block &block,
   block = fresh;
 }
 
-bool SlotTable::owner_dead(std::uint64_t owner) const {
+bool SlotTable::owner_dead(std::uint64_t owner, const View &view) const {
   if (owner == kOwnerFree || owner == kSlotRetired) return false;
-  return membership_.view()->id_gone(lock_word_id(owner), *rt_.failures);
+  return view.id_gone(lock_word_id(owner), *rt_.failures);
 }
 
 void SlotTable::grow_locked(const SlotId &id, HeldSlot &slot, std::size_t need) {
@@ -251,7 +254,8 @@ std::optional<CtrlMsg> SlotTable::serve_lock_locked(const CtrlMsg &msg, int sour
   const std::uint64_t owner = owner_of(slot.block.base).load(std::memory_order_acquire);
   if (owner == kOwnerFree || owner == msg.owner)
     return or_refusal(msg, [&] { return grant_lock_locked(id, slot, msg); });
-  if (owner_dead(owner) && (msg.flags & kLockRepair) != 0)
+  // Only a repairer's request asks whether the owner died: a busy lock costs a put no view.
+  if ((msg.flags & kLockRepair) != 0 && owner_dead(owner, *membership_.view()))
     return or_refusal(msg, [&] { return break_lock_locked(id, slot, msg); });
   if ((msg.flags & kLockTry) != 0) return reply_to(msg, ReplyStatus::kBusy);
   if (inline_call) return std::nullopt; // the agent asks its helper, which queues it
@@ -316,10 +320,11 @@ void SlotTable::grant_next_locked(const SlotId &id, HeldSlot &slot) {
 
 std::vector<SlotId> SlotTable::after_failures() {
   std::vector<SlotId> orphaned;
+  const std::shared_ptr<const View> view = membership_.view();
   std::lock_guard lk(mu_);
   for (auto &[id, slot] : table_) {
     std::erase_if(slot.queued, [&](const Deferred &d) { return rt_.failures->dead(d.source); });
-    if (!owner_dead(owner_of(slot.block.base).load(std::memory_order_acquire))) continue;
+    if (!owner_dead(owner_of(slot.block.base).load(std::memory_order_acquire), *view)) continue;
     // A repairer that queued here before this process knew the owner was dead gets the lock
     // now; it would otherwise wait for a release that never comes.
     auto waiting = std::find_if(slot.queued.begin(), slot.queued.end(),
@@ -400,9 +405,10 @@ std::vector<SlotId> SlotTable::slots() const {
 
 std::uint64_t SlotTable::dead_owned() const {
   std::uint64_t n = 0;
+  const std::shared_ptr<const View> view = membership_.view();
   std::lock_guard lk(mu_);
   for (const auto &kv : table_) {
-    if (owner_dead(owner_of(kv.second.block.base).load())) ++n;
+    if (owner_dead(owner_of(kv.second.block.base).load(), *view)) ++n;
   }
   return n;
 }
@@ -432,7 +438,7 @@ void SlotTable::reset_grants() {
   const std::shared_ptr<const View> view = membership_.view(); // leaves the failed processes out
   const auto failed_owner = [&](const SlotId &id) {
     auto it = table_.find(id);
-    return it != table_.end() && owner_dead(owner_of(it->second.block.base).load());
+    return it != table_.end() && owner_dead(owner_of(it->second.block.base).load(), *view);
   };
   std::unordered_set<SlotId, SlotIdHash> unsafe;
   for (const auto &[id, slot] : table_) {

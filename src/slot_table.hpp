@@ -127,6 +127,8 @@ private:
   };
   using Table = std::unordered_map<SlotId, HeldSlot, SlotIdHash>;
 
+  // The slot `msg` is about, made if a writer or locker asks for a new one. nullptr with the
+  // reply in *refused: not found (a lookup), or no memory.
   HeldSlot *find_or_create_locked(const SlotId &id, const CtrlMsg &msg, CtrlMsg *refused);
   std::optional<CtrlMsg> serve_locked(const CtrlMsg &msg, int source, bool inline_call);
   std::optional<CtrlMsg> grant_or_defer_locked(HeldSlot &slot, const CtrlMsg &msg, int source);
@@ -145,7 +147,8 @@ private:
   // and kept out of the allocator for good); the slot continues in a fresh block of at least
   // `need` bytes, with the same contents and lock word.
   void quarantine_locked(const SlotId &id, SlotAllocator::Block &block, std::size_t need);
-  bool owner_dead(std::uint64_t owner) const;
+  // Whether the process a lock word names is gone. Loops take `view` once, not per slot.
+  bool owner_dead(std::uint64_t owner, const View &view) const;
   void send(int dest, int tag, const CtrlMsg &m) { rt_.helper->send(dest, tag, m); }
 
   const Config &config_;
