@@ -2,10 +2,12 @@
 // A new key's cache entry asks placement for its holders once (src/key_cache.cpp); issue 12's
 // plan asks it for the first r + w of the key's ranking (holders, then witnesses). Both scan
 // every live process, so they grow with p; this times them, with 64 processes per node, and
-// counts the distinct processes a first put would message under each scheme:
-//   today     - the r holders (write grant or lock) and every other process (registration):
-//               r + p - 1 messages at most (one fewer when the writer holds a copy);
-//   witnesses - the r holders and w witnesses, the first r + w of the ranking (issue 12's plan).
+// counts, from the code of each scheme rather than from a run, the messages a key's first put
+// sends:
+//   today     - one to each of the r holders (write grant or lock) and one to every other
+//               process (registration): r + p - 1 at most (fewer when the writer holds a copy);
+//   witnesses - one to each distinct process among the first r + w of the ranking (issue 12's
+//               plan: holders, then witnesses).
 // Rows are JSON lines.
 //   placement_bench [--replicas R] [--witnesses W] [--keys N]
 #include <getopt.h>
@@ -13,12 +15,13 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <set>
 #include <vector>
 
+#include "bench_util.hpp"
 #include "placement.hpp"
 
+using rmastore::bench::parse_int;
 using rmastore::internal::Placement;
 
 int main(int argc, char **argv) {
@@ -28,21 +31,18 @@ int main(int argc, char **argv) {
                                     {"keys", required_argument, nullptr, 'k'},
                                     {"help", no_argument, nullptr, 'h'},
                                     {nullptr, 0, nullptr, 0}};
+  const auto usage = [](int status) {
+    std::fprintf(status == 0 ? stdout : stderr,
+                 "usage: placement_bench [--replicas R>=1] [--witnesses W>=0] [--keys N>=1]\n");
+    return status;
+  };
   for (int c; (c = getopt_long(argc, argv, "h", longopts, nullptr)) != -1;) {
-    if (c == 'r')
-      r = std::atoi(optarg);
-    else if (c == 'w')
-      w = std::atoi(optarg);
-    else if (c == 'k')
-      keys = std::atoi(optarg);
-    else {
-      std::fprintf(stderr, "usage: placement_bench [--replicas R] [--witnesses W] [--keys N]\n");
-      return c == 'h' ? 0 : 2;
-    }
-  }
-  if (r < 1 || w < 0 || keys < 1) {
-    std::fprintf(stderr, "placement_bench: replicas >= 1, witnesses >= 0, keys >= 1\n");
-    return 2;
+    const std::string v = optarg != nullptr ? optarg : "";
+    const bool ok = c == 'r'   ? parse_int(v, r, 1)
+                    : c == 'w' ? parse_int(v, w, 0)
+                    : c == 'k' ? parse_int(v, keys, 1)
+                               : false;
+    if (!ok) return usage(c == 'h' ? 0 : 2);
   }
   for (int p : {64, 1024, 16384, 100000}) {
     std::vector<int> nodes(static_cast<std::size_t>(p));
