@@ -19,8 +19,8 @@ bool Agent::revoked() const {
   return rt_.failures->revoked() || (lock_view >= 0 && rt_.failures->failures() != lock_view);
 }
 
-std::uint64_t Agent::lock_word() const {
-  return internal::lock_word(id_, rt_.epoch, kind);
+std::uint64_t Agent::lock_word() {
+  return internal::lock_word(id_, ++acquisitions_, kind);
 }
 
 void Agent::post(int dest, const CtrlMsg &msg) {

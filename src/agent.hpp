@@ -36,8 +36,8 @@ public:
   // store_recover: the RMA requests abandoned were aimed at failed processes, and their window
   // goes. They never complete.
   void forget_abandoned() { abandoned_rma_.clear(); }
-  // The word a lock taken now by this agent holds (slot.hpp).
-  std::uint64_t lock_word() const;
+  // The word the locks of a new acquisition by this agent hold (slot.hpp): a new one each time.
+  std::uint64_t lock_word();
 
   const Kind kind;
   const int reply_tag; // tag of the replies it receives
@@ -57,6 +57,7 @@ private:
   };
   const Runtime &rt_;
   const int id_;
+  std::uint32_t acquisitions_ = 0;
   std::list<Outgoing> outbox_;             // a list: entries keep their address while MPI sends them
   std::list<Outgoing> abandoned_sends_;    // to failed processes: MPI may still hold the buffer
   std::vector<MPI_Request> abandoned_rma_; // RMA to failed processes: Open MPI cannot free it

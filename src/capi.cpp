@@ -7,6 +7,7 @@
 #include <memory>
 #include <mutex>
 #include <new>
+#include <unordered_set>
 #include <vector>
 
 #include "capi_internal.hpp"
@@ -55,6 +56,9 @@ void forget_store_locked(store_t s) noexcept {
   }
 }
 
+void run_queued_locked(store_t s) noexcept;
+void stop_worker(store_t s) noexcept;
+
 // MPI_Finalize deletes the attributes of MPI_COMM_SELF first, while MPI is still fully usable:
 // this is the only moment at which the helper and repair threads of stores the application did
 // not finalize (an exit through an error path) can be stopped before they call MPI after
@@ -70,10 +74,12 @@ int on_mpi_finalize(MPI_Comm, int keyval, void *, void *) {
       finalize_keyval = MPI_KEYVAL_INVALID;
     }
     for (store_t s : stores) {
+      stop_worker(s);
       std::lock_guard lk(s->mutex);
       if (s->magic != kLiveMagic) continue;
       s->magic = kMpiGoneMagic;
       if (s->impl) s->impl->stop_for_mpi_finalize();
+      run_queued_locked(s); // their requests complete with STORE_ERR_MPI_STATE
     }
   } catch (...) {
     // Nothing can be reported from inside MPI_Finalize; a store left running is what happened
@@ -109,6 +115,57 @@ void forget_store(store_t s) noexcept {
   forget_store_locked(s);
 }
 
+template <class F> store_status_t guarded(F &&body) noexcept;
+
+// Runs the puts store_put_nb queued, in order, as batches of distinct keys, and completes their
+// requests. With the handle's mutex held: every other call on the handle runs them first, so that
+// calls take effect in the order they were made.
+void run_queued_locked(store_t s) noexcept {
+  while (!s->queued.empty()) {
+    std::vector<store_request *> batch;
+    std::vector<rmastore::internal::PutItem> items;
+    std::unordered_set<store_key_t> keys;
+    while (!s->queued.empty() && keys.insert(s->queued.front()->key).second) {
+      store_request *r = s->queued.front();
+      s->queued.pop_front();
+      batch.push_back(r);
+      items.push_back(rmastore::internal::PutItem{r->key, r->buf, r->len});
+    }
+    store_status_t st = STORE_ERR_HANDLE;
+    if (s->magic == kMpiGoneMagic || !mpi_usable()) {
+      st = STORE_ERR_MPI_STATE;
+    } else if (s->magic == kLiveMagic && s->impl) {
+      st = guarded([&] {
+        s->impl->put_many(items);
+        return STORE_OK;
+      });
+    }
+    for (store_request *r : batch) {
+      r->status = st;
+      r->done.store(true, std::memory_order_release);
+    }
+  }
+}
+
+void worker_main(store_t s) noexcept {
+  std::unique_lock lk(s->mutex);
+  for (;;) {
+    s->work.wait(lk, [&] { return s->worker_stop || !s->queued.empty(); });
+    if (s->worker_stop) return;
+    run_queued_locked(s);
+  }
+}
+
+// Stops the worker thread of store_put_nb, without the handle's mutex (the worker takes it).
+void stop_worker(store_t s) noexcept {
+  {
+    std::lock_guard lk(s->mutex);
+    s->worker_stop = true;
+  }
+  s->work.notify_all();
+  if (s->worker.joinable() && s->worker.get_id() != std::this_thread::get_id()) s->worker.join();
+}
+
 template <class F> store_status_t guarded(F &&body) noexcept {
   try {
     return body();
@@ -132,6 +189,7 @@ template <class F> store_status_t with_store(store_t s, F &&body) noexcept {
   if (s == nullptr) return STORE_ERR_HANDLE;
   return guarded([&]() -> store_status_t {
     std::lock_guard lk(s->mutex);
+    run_queued_locked(s);
     if (s->magic == kMpiGoneMagic) return STORE_ERR_MPI_STATE;
     if (s->magic != kLiveMagic || !s->impl) return STORE_ERR_HANDLE;
     if (!mpi_usable()) return STORE_ERR_MPI_STATE;
@@ -258,6 +316,139 @@ store_status_t store_put(store_t store, store_key_t key, const void *buf, size_t
   });
 }
 
+namespace {
+
+// The keys of a batch: distinct, or STORE_ERR_ARG.
+bool distinct(std::size_t count, const store_key_t *keys) {
+  std::vector<store_key_t> sorted(keys, keys + count);
+  std::sort(sorted.begin(), sorted.end());
+  return std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end();
+}
+
+} // namespace
+
+store_status_t store_put_many(store_t store, size_t count, const store_key_t *keys, const void *const *bufs,
+                              const size_t *lens) {
+  if (store == nullptr) return STORE_ERR_HANDLE;
+  if (count == 0) return with_store(store, [](Store &) { return STORE_OK; });
+  if (keys == nullptr || bufs == nullptr || lens == nullptr) return STORE_ERR_ARG;
+  for (size_t i = 0; i < count; ++i) {
+    if (bufs[i] == nullptr && lens[i] > 0) return STORE_ERR_ARG;
+    if (lens[i] > STORE_MAX_VALUE_SIZE) return STORE_ERR_TOO_LARGE;
+  }
+  return guarded([&]() -> store_status_t {
+    if (!distinct(count, keys)) return STORE_ERR_ARG;
+    std::vector<rmastore::internal::PutItem> items(count);
+    for (size_t i = 0; i < count; ++i) items[i] = rmastore::internal::PutItem{keys[i], bufs[i], lens[i]};
+    return with_store(store, [&](Store &s) {
+      s.put_many(items);
+      return STORE_OK;
+    });
+  });
+}
+
+store_status_t store_get_many(store_t store, size_t count, const store_key_t *keys, void *const *bufs,
+                              const size_t *capacities, size_t *lens, store_status_t *statuses) {
+  if (store == nullptr) return STORE_ERR_HANDLE;
+  if (count == 0) return with_store(store, [](Store &) { return STORE_OK; });
+  if (keys == nullptr || bufs == nullptr || capacities == nullptr || lens == nullptr || statuses == nullptr)
+    return STORE_ERR_ARG;
+  for (size_t i = 0; i < count; ++i) {
+    if (bufs[i] == nullptr && capacities[i] > 0) return STORE_ERR_ARG;
+  }
+  return guarded([&]() -> store_status_t {
+    std::vector<rmastore::internal::GetItem> items(count);
+    for (size_t i = 0; i < count; ++i) {
+      items[i].key = keys[i];
+      items[i].buf = bufs[i];
+      items[i].capacity = capacities[i];
+    }
+    return with_store(store, [&](Store &s) {
+      s.get_many(items);
+      for (size_t i = 0; i < count; ++i) {
+        lens[i] = items[i].len;
+        statuses[i] = items[i].status;
+      }
+      return STORE_OK;
+    });
+  });
+}
+
+store_status_t store_list(store_t store, store_key_t first, store_key_t last, store_key_t *keys, size_t capacity,
+                          size_t *count, int *more) {
+  if (store == nullptr) return STORE_ERR_HANDLE;
+  if (keys == nullptr || count == nullptr || more == nullptr || capacity == 0 || first > last) return STORE_ERR_ARG;
+  // Each process answers with up to this many keys: it bounds the memory a call takes at
+  // every process (8 bytes a key, times the processes here).
+  constexpr size_t kPage = 4096;
+  return with_store(store, [&](Store &s) {
+    bool m = false;
+    const std::vector<std::uint64_t> got = s.list(first, last, std::min(capacity, kPage), &m);
+    std::copy(got.begin(), got.end(), keys);
+    *count = got.size();
+    *more = m ? 1 : 0;
+    return STORE_OK;
+  });
+}
+
+store_status_t store_put_nb(store_t store, store_key_t key, const void *buf, size_t len, store_request_t *request) {
+  if (store == nullptr) return STORE_ERR_HANDLE;
+  if (request == nullptr || (buf == nullptr && len > 0)) return STORE_ERR_ARG;
+  if (len > STORE_MAX_VALUE_SIZE) return STORE_ERR_TOO_LARGE;
+  *request = nullptr;
+  return guarded([&]() -> store_status_t {
+    auto r = std::make_unique<store_request>();
+    r->store = store;
+    r->key = key;
+    r->buf = buf;
+    r->len = len;
+    {
+      std::lock_guard lk(store->mutex);
+      if (store->magic == kMpiGoneMagic) return STORE_ERR_MPI_STATE;
+      if (store->magic != kLiveMagic || !store->impl || store->worker_stop) return STORE_ERR_HANDLE;
+      if (!store->worker.joinable()) store->worker = std::thread(worker_main, store);
+      store->queued.push_back(r.get());
+    }
+    store->work.notify_one();
+    *request = r.release();
+    return STORE_OK;
+  });
+}
+
+store_status_t store_test(store_request_t *request, int *done) {
+  if (request == nullptr || *request == nullptr || done == nullptr) return STORE_ERR_ARG;
+  store_request *r = *request;
+  *done = r->done.load(std::memory_order_acquire) ? 1 : 0;
+  if (!*done) return STORE_OK;
+  const store_status_t st = r->status;
+  delete r;
+  *request = nullptr;
+  return st;
+}
+
+store_status_t store_wait(store_request_t *request) {
+  if (request == nullptr || *request == nullptr) return STORE_ERR_ARG;
+  store_request *r = *request;
+  if (!r->done.load(std::memory_order_acquire)) {
+    // The worker runs puts with the handle's mutex held: once this thread has it, the put is
+    // done or still queued, and then runs here.
+    std::lock_guard lk(r->store->mutex);
+    run_queued_locked(r->store);
+  }
+  if (!r->done.load(std::memory_order_acquire)) return STORE_ERR_INTERNAL;
+  const store_status_t st = r->status;
+  delete r;
+  *request = nullptr;
+  return st;
+}
+
+store_status_t store_delete(store_t store, store_key_t key) {
+  return with_store(store, [&](Store &s) {
+    s.del(key);
+    return STORE_OK;
+  });
+}
+
 store_status_t store_get(store_t store, store_key_t key, void *buf, size_t capacity, size_t *len) {
   if (store == nullptr) return STORE_ERR_HANDLE;
   if (len == nullptr || (buf == nullptr && capacity > 0)) return STORE_ERR_ARG;
@@ -268,11 +459,14 @@ store_status_t store_finalize(store_t *store) {
   if (store == nullptr) return STORE_ERR_ARG;
   store_t s = *store;
   if (s == nullptr) return STORE_ERR_HANDLE;
+  // The worker of store_put_nb goes first; puts still queued run below, before the store goes.
+  stop_worker(s);
   return guarded([&]() -> store_status_t {
     // One hold of the lock from the check to the end: a call from another thread either runs
     // before, or finds the handle dead. The handle itself stays allocated, marked dead, so calls
     // through stale copies of the pointer get STORE_ERR_HANDLE; it is a few bytes per store.
     std::lock_guard lk(s->mutex);
+    run_queued_locked(s);
     const bool mpi_gone = s->magic == kMpiGoneMagic;
     if ((s->magic != kLiveMagic && !mpi_gone) || !s->impl) return STORE_ERR_HANDLE;
     s->magic = kDeadMagic;
@@ -390,6 +584,19 @@ store_status_t store_key_holders(store_t store, store_key_t key, int *ranks, int
     const std::vector<int> holders = s.current_holders(key);
     const int n = static_cast<int>(holders.size());
     std::copy_n(holders.begin(), std::min(n, capacity), ranks);
+    *count = n;
+    return n > capacity ? STORE_ERR_TRUNCATED : STORE_OK;
+  });
+}
+
+store_status_t store_key_keepers(store_t store, store_key_t key, int *ranks, int capacity, int *count) {
+  if (store == nullptr) return STORE_ERR_HANDLE;
+  if (count == nullptr || capacity < 0 || (ranks == nullptr && capacity > 0)) return STORE_ERR_ARG;
+  return with_store(store, [&](Store &s) {
+    (void)s.current_holders(key); // the localized variant's view follows the failures known
+    const std::vector<int> keepers = s.keepers_of(key);
+    const int n = static_cast<int>(keepers.size());
+    std::copy_n(keepers.begin(), std::min(n, capacity), ranks);
     *count = n;
     return n > capacity ? STORE_ERR_TRUNCATED : STORE_OK;
   });

@@ -1,12 +1,28 @@
 // What is behind the opaque store_t, for the C boundary and for tests that look inside.
 #pragma once
 
+#include <atomic>
+#include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <mutex>
+#include <thread>
 
 #include "rmastore/store.h"
 #include "store.hpp"
+
+// A store_put_nb: run by the handle's worker thread, or by the next call on the handle, in the
+// order the puts were made.
+struct store_handle;
+struct store_request {
+  store_handle *store = nullptr; // handles are never freed: valid after store_finalize too
+  store_key_t key = 0;
+  const void *buf = nullptr;
+  std::size_t len = 0;
+  store_status_t status = STORE_OK;
+  std::atomic<bool> done{false};
+};
 
 struct store_handle {
   std::mutex mutex;
@@ -15,6 +31,12 @@ struct store_handle {
   std::unique_ptr<rmastore::internal::Store> impl;
   // The list of stores not finalized yet (capi.cpp): intrusive, so that joining it cannot fail.
   store_handle *live_next = nullptr;
+  // store_put_nb: puts not started yet (guarded by mutex), and the thread that runs them,
+  // started by the first one.
+  std::deque<store_request *> queued;
+  std::thread worker;
+  std::condition_variable work;
+  bool worker_stop = false;
 };
 
 namespace rmastore::internal {

@@ -9,10 +9,10 @@
 #include "config.hpp"
 #include "engine.hpp"
 #include "key_cache.hpp"
-#include "known_keys.hpp"
 #include "membership.hpp"
 #include "runtime.hpp"
 #include "slot_table.hpp"
+#include "witnesses.hpp"
 
 namespace rmastore::internal {
 
@@ -21,7 +21,8 @@ struct Core {
   // collective call: membership and the runtime are set up by Store::create.
   Core(MPI_Comm comm, const Config &cfg)
       : config(cfg), rt(comm, cfg.detector, cfg.helper_max_sleep_us), id(rt.rank), table(config, rt, membership),
-        cache(rt, membership, id), engine(config, id, rt, membership, table, cache), app(rt, id, Agent::kApplication) {}
+        cache(rt, membership, id), engine(config, id, rt, membership, table, cache, witnesses),
+        app(rt, id, Agent::kApplication) {}
   Core(const Core &) = delete;
   Core &operator=(const Core &) = delete;
 
@@ -31,7 +32,7 @@ struct Core {
   Membership membership;
   SlotTable table;
   KeyCache cache;
-  KnownKeys known;
+  Witnesses witnesses;
   Engine engine;
   Agent app; // the application thread's
 };

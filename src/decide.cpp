@@ -12,6 +12,7 @@ CopyState classify_copy(const SlotHeader &h, const std::byte *base, std::uint64_
   // Double-buffered copies: the header alone is checked (the value half it names was complete
   // before the header was written), and here nobody writes it while it is read.
   if (!in_place(h.length)) return buffered_valid(h, h) ? CopyState::kComplete : CopyState::kTorn;
+  const CopyState whole = slot_deleted(h) ? CopyState::kDeleted : CopyState::kComplete;
   const std::byte *value = base + value_offset(h, capacity);
 #if defined(RMASTORE_WORDWISE_WINDOW_COPIES)
   // The ThreadSanitizer build reads window memory only word by word (slot.hpp): into a copy.
@@ -21,8 +22,16 @@ CopyState classify_copy(const SlotHeader &h, const std::byte *base, std::uint64_
 #endif
   // Elsewhere the checksum reads the slot in place: a value changing meanwhile fails it, as a
   // copy of it would. Every lock grant comes here, so no copy of up to 16 KiB on the way.
-  return slot_valid(h, value) ? CopyState::kComplete : CopyState::kTorn;
+  return slot_valid(h, value) ? whole : CopyState::kTorn;
 }
+
+namespace {
+
+bool whole(CopyState s) {
+  return s == CopyState::kComplete || s == CopyState::kDeleted;
+}
+
+} // namespace
 
 SlotDecision decide_slot(bool is_value, const std::vector<int> &holders, const std::vector<CopyReport> &copies,
                          const std::vector<CopyReport> &pending, bool known, const CommittedFn &committed) {
@@ -30,17 +39,18 @@ SlotDecision decide_slot(bool is_value, const std::vector<int> &holders, const s
   bool any_written = false;
   for (const CopyReport &c : copies) {
     any_written = any_written || c.state != CopyState::kEmpty;
-    if (c.state == CopyState::kComplete && (d.version == kNoVersion || c.version > d.version)) {
+    if (whole(c.state) && (d.version == kNoVersion || c.version > d.version)) {
       d.version = c.version;
       d.length = c.length;
       d.writer = c.writer;
+      d.deleted = c.state == CopyState::kDeleted;
     }
   }
   const CopyReport *forward = nullptr;
   if (is_value) {
     std::vector<const CopyReport *> newer;
     for (const CopyReport &p : pending) {
-      if (p.state == CopyState::kComplete && p.version != kNoVersion && p.version > d.version) newer.push_back(&p);
+      if (whole(p.state) && p.version != kNoVersion && p.version > d.version) newer.push_back(&p);
     }
     std::sort(newer.begin(), newer.end(), [](const CopyReport *a, const CopyReport *b) {
       return a->version != b->version ? a->version > b->version : a->holder < b->holder;
@@ -64,8 +74,9 @@ SlotDecision decide_slot(bool is_value, const std::vector<int> &holders, const s
     d.version = forward->version;
     d.length = forward->length;
     d.writer = forward->writer;
+    d.deleted = forward->state == CopyState::kDeleted;
     for (const CopyReport &p : pending) {
-      if (p.state == CopyState::kComplete && p.version == forward->version && p.writer == forward->writer &&
+      if (p.state == forward->state && p.version == forward->version && p.writer == forward->writer &&
           p.tx == forward->tx) {
         d.sources.push_back(p.holder);
       }
@@ -80,7 +91,7 @@ SlotDecision decide_slot(bool is_value, const std::vector<int> &holders, const s
   }
   d.outcome = SlotDecision::Outcome::kRestore;
   for (const CopyReport &c : copies) {
-    if (c.state == CopyState::kComplete && c.version == d.version) d.sources.push_back(c.holder);
+    if (whole(c.state) && c.version == d.version) d.sources.push_back(c.holder);
   }
   for (int h : holders) {
     if (std::find(d.sources.begin(), d.sources.end(), h) == d.sources.end()) d.targets.push_back(h);

@@ -21,6 +21,7 @@ enum class CopyState : std::uint8_t {
   kLost,     // a "lost" marker: every copy of the key was lost, and it was not put again
   kComplete, // a complete, untorn value
   kTorn,     // a header or value that does not check, or that names another slot
+  kDeleted,  // a tombstone: the key was deleted at its version (complete and untorn, like a value)
 };
 
 // The copy in the slot at `base` (header first, `capacity` value bytes per half) of slot
@@ -49,6 +50,8 @@ struct SlotDecision {
   std::uint32_t writer = 0;
   // The winner is a committed transaction's pending value, newer than every complete value.
   bool roll_forward = false;
+  // The winner is a tombstone (kRestore): the key was deleted, and everything of it goes.
+  bool deleted = false;
   // A pending value newer than the winner belongs to a transaction that did not commit: it is
   // discarded. Counted only when nothing rolled forward.
   bool roll_back = false;
@@ -69,6 +72,8 @@ using CommittedFn = std::function<bool(std::uint32_t writer, std::uint64_t tx)>;
 //   known    - the key is known to have been put (a put wrote all its copies and registered it);
 //   committed - asked only of complete pending copies newer than every complete value, newest
 //              first, until one says yes.
+// Tombstones count as complete copies: the newest version wins, value or tombstone, and a
+// tombstone that wins sets `deleted`.
 // The key is lost when it is a value with no complete copy and no committed pending one, and
 // either it is known or some copy is more than an empty slot (a torn or lost one). A known key
 // is lost even when survivors report empty slots: those were made for puts that did not reach

@@ -42,7 +42,12 @@ std::vector<CtrlMsg> Engine::ask_all(Agent &a, const std::vector<Ask> &asks) {
     sent[i].key = asks[i].id.key;
     sent[i].request = a.next_request++;
     sent[i].reply_tag = a.reply_tag;
-    if (asks[i].holder == rt_.rank && sent[i].type != MsgType::kRegister) {
+    if (asks[i].holder == rt_.rank && Witnesses::is_request(sent[i].type)) {
+      out[i] = witnesses_.serve(sent[i]);
+      answered[i] = true;
+      continue;
+    }
+    if (asks[i].holder == rt_.rank) {
       if (std::optional<CtrlMsg> r = table_.serve_inline(sent[i], rt_.rank)) {
         out[i] = *r;
         answered[i] = true;
@@ -101,10 +106,17 @@ std::vector<CtrlMsg> Engine::request(Agent &a, const SlotId &id, const std::vect
   return out;
 }
 
-void Engine::announce(Agent &a, std::uint64_t key, const std::vector<int> &others) {
+bool Engine::tell_witnesses(Agent &a, MsgType type, const std::vector<WitnessAsk> &asks) {
+  std::vector<Ask> all;
   CtrlMsg m;
-  m.type = MsgType::kRegister;
-  request(a, SlotId{key, Ns::kValue}, others, m);
+  m.type = type;
+  for (const WitnessAsk &w : asks) {
+    for (int rank : w.ranks) all.push_back(Ask{SlotId{w.key, Ns::kValue}, rank, m});
+  }
+  if (all.empty()) return false;
+  bool live = false;
+  for (const CtrlMsg &r : ask_all(a, all)) live = live || (r.flags & kReplyLive) != 0;
+  return live;
 }
 
 void Engine::ping(const std::vector<Copy> &copies) {
@@ -209,9 +221,103 @@ std::vector<Copy> Engine::write_copies(Agent &a, const std::vector<Copy> &copies
   return hcs;
 }
 
-ReadResult Engine::read_remote(Agent &a, const SlotId &id, const Copy &hc, void *buf, std::size_t capacity,
-                               std::size_t *len) {
-  const std::uint64_t key = id.key;
+std::vector<std::uint64_t> Engine::local_keys(std::uint64_t first, std::uint64_t last, std::size_t limit) const {
+  std::vector<std::uint64_t> keys = table_.keys_in(first, last, limit);
+  const std::vector<std::uint64_t> recorded = witnesses_.keys_in(first, last, limit);
+  keys.insert(keys.end(), recorded.begin(), recorded.end());
+  std::sort(keys.begin(), keys.end());
+  keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+  if (keys.size() > limit) keys.resize(limit);
+  return keys;
+}
+
+std::vector<std::uint64_t> Engine::list(Agent &a, std::uint64_t first, std::uint64_t last, std::size_t limit,
+                                        const std::vector<int> &ranks, bool *more) {
+  a.flush();
+  std::vector<std::uint64_t> all = local_keys(first, last, limit);
+  bool full = all.size() >= limit;
+  const std::uint64_t request = a.next_request++;
+  std::vector<std::vector<std::uint64_t>> replies;
+  replies.reserve(ranks.size());
+  {
+    RequestSet rs(&a); // after the buffers: on unwinding it waits before they go
+    for (int r : ranks) {
+      if (r == rt_.rank) continue;
+      std::vector<std::uint64_t> &buf = replies.emplace_back(limit + 2, 0);
+      MPI_Request rr;
+      check_mpi(MPI_Irecv(buf.data(), static_cast<int>(buf.size()), MPI_UINT64_T, r, kTagList, rt_.ctrl, &rr),
+                "MPI_Irecv");
+      rs.add(rr, r, RequestSet::Kind::kRecv, buf.size() * 8);
+      CtrlMsg m;
+      m.type = MsgType::kList;
+      m.key = first;
+      m.version = last;
+      m.length = limit;
+      m.request = request;
+      m.reply_tag = kTagList;
+      a.post(r, m);
+      ++a.requests_sent;
+    }
+    rs.wait_all();
+  }
+  for (const std::vector<std::uint64_t> &buf : replies) {
+    // Every reply to a list this agent gave up on went to a process it then knew dead, or came
+    // after a revocation: what arrives now answers this request.
+    if (buf[0] != request || buf[1] > limit)
+      throw StoreError(STORE_ERR_INTERNAL, "list reply does not match its request");
+    all.insert(all.end(), buf.begin() + 2, buf.begin() + 2 + static_cast<std::ptrdiff_t>(buf[1]));
+    full = full || buf[1] >= limit;
+  }
+  std::sort(all.begin(), all.end());
+  all.erase(std::unique(all.begin(), all.end()), all.end());
+  if (all.size() > limit) all.resize(limit);
+  // A process that answered `limit` keys may have more after them.
+  *more = (full || all.size() >= limit) && !all.empty() && all.back() < last;
+  return all;
+}
+
+void Engine::write_many(Agent &a, std::vector<WriteJob> &jobs, OnFailure on_failure) {
+  std::vector<std::vector<std::byte>> staging(jobs.size());
+  {
+    RequestSet rs(&a);
+    for (std::size_t j = 0; j < jobs.size(); ++j) {
+      WriteJob &job = jobs[j];
+      SlotHeader &h = job.header;
+      if (!in_place(h.length)) continue;
+      ping(job.copies);
+      h.checksum = slot_checksum(h, job.buf);
+      std::vector<std::byte> &st = staging[j];
+      st.resize(kWriterBytes + h.length);
+      std::memcpy(st.data(), reinterpret_cast<const std::byte *>(&h) + kWriterOffset, kWriterBytes);
+      if (h.length > 0) std::memcpy(st.data() + kWriterBytes, job.buf, h.length);
+      if (j > 0) RMASTORE_FAULT_POINT("batch.between_keys");
+      for (Copy &c : job.copies) {
+        c.half_b = false;
+        if (c.holder == rt_.rank) {
+          copy_to_window(reinterpret_cast<std::byte *>(c.address) + kWriterOffset, st.data(), st.size());
+          std::atomic_thread_fence(std::memory_order_release);
+        } else {
+          rs.put(*rt_.window, c.holder, static_cast<MPI_Aint>(c.address + kWriterOffset), st.data(), st.size());
+        }
+      }
+    }
+    try {
+      rs.wait_all();
+    } catch (const StoreError &e) {
+      if (on_failure != OnFailure::kSkip || e.status() != STORE_ERR_PROC_FAILED || rt_.failures->revoked()) throw;
+      for (WriteJob &job : jobs) {
+        if (!in_place(job.header.length)) continue;
+        std::erase_if(job.copies, [&](const Copy &c) { return rt_.failures->dead(c.holder); });
+        if (job.copies.empty()) throw;
+      }
+    }
+  }
+  for (WriteJob &job : jobs) {
+    if (!in_place(job.header.length)) job.copies = write_copies(a, job.copies, job.header, job.buf, on_failure);
+  }
+}
+
+std::size_t Engine::start_read(RequestSet &rs, const Copy &hc, SlotHeader *h, void *buf, std::size_t capacity) {
   const MPI_Aint header_at = static_cast<MPI_Aint>(hc.address);
   // An in-place value is fetched with its header in one round trip (guessing its length from
   // the last read); a double-buffered one must be read after its header, which says where.
@@ -220,12 +326,15 @@ ReadResult Engine::read_remote(Agent &a, const SlotId &id, const Copy &hc, void 
     fetch = std::min<std::size_t>({capacity, static_cast<std::size_t>(hc.capacity),
                                    std::max<std::size_t>(hc.length_hint, kFirstReadBytes), kInPlaceLimit});
   }
-  SlotHeader h;
-  RequestSet rs(&a);
-  ping({hc});
-  rs.get(*rt_.window, hc.holder, header_at, &h, sizeof h);
+  rs.get(*rt_.window, hc.holder, header_at, h, sizeof *h);
   if (fetch > 0) rs.get(*rt_.window, hc.holder, header_at + static_cast<MPI_Aint>(kHeaderBytes), buf, fetch);
-  rs.wait_all();
+  return fetch;
+}
+
+ReadResult Engine::finish_read(Agent &a, const SlotId &id, const Copy &hc, const SlotHeader &h, std::size_t fetch,
+                               void *buf, std::size_t capacity, std::size_t *len) {
+  const std::uint64_t key = id.key;
+  const MPI_Aint header_at = static_cast<MPI_Aint>(hc.address);
   if (h.owner == kSlotRetired || h.capacity != hc.capacity) return ReadResult::kStale;
   // Another key's slot: ours moved away and the slot was reused. Look the key up again.
   if (h.key != key || flags_ns(h.flags) != id.ns) return ReadResult::kStale;
@@ -233,6 +342,7 @@ ReadResult Engine::read_remote(Agent &a, const SlotId &id, const Copy &hc, void 
   if (slot_lost(h)) return ReadResult::kLost;
   if (h.version == kNoVersion || h.length > h.capacity) return ReadResult::kRetry;
 
+  RequestSet rs(&a);
   if (!in_place(h.length)) {
     SlotHeader again;
     if (h.length <= capacity) {
@@ -258,8 +368,82 @@ ReadResult Engine::read_remote(Agent &a, const SlotId &id, const Copy &hc, void 
     rs.wait_all();
   }
   if (!slot_valid(h, dst)) return ReadResult::kRetry;
+  if (slot_deleted(h)) return ReadResult::kDeleted;
   *len = h.length;
   return h.length > capacity ? ReadResult::kTruncated : ReadResult::kOk;
+}
+
+ReadResult Engine::read_remote(Agent &a, const SlotId &id, const Copy &hc, void *buf, std::size_t capacity,
+                               std::size_t *len) {
+  SlotHeader h;
+  std::size_t fetch = 0;
+  {
+    RequestSet rs(&a);
+    ping({hc});
+    fetch = start_read(rs, hc, &h, buf, capacity);
+    rs.wait_all();
+  }
+  return finish_read(a, id, hc, h, fetch, buf, capacity, len);
+}
+
+void Engine::read_many(Agent &a, std::vector<ReadJob> &jobs) {
+  // Lookups of the copies not cached, all in one round.
+  std::vector<Ask> asks;
+  std::vector<std::size_t> asked;
+  std::vector<HolderCache> where(jobs.size());
+  for (std::size_t j = 0; j < jobs.size(); ++j) {
+    ReadJob &job = jobs[j];
+    if (job.holder == rt_.rank) {
+      job.result = table_.read_local(job.id, job.buf, job.capacity, &job.len);
+      continue;
+    }
+    where[j] = cache_.at(job.id, job.holder);
+    if (where[j].can_read) continue;
+    CtrlMsg m;
+    m.type = MsgType::kLookup;
+    asks.push_back(Ask{job.id, job.holder, m});
+    asked.push_back(j);
+  }
+  if (!asks.empty()) {
+    const std::vector<CtrlMsg> replies = ask_all(a, asks);
+    for (std::size_t i = 0; i < asked.size(); ++i) {
+      ReadJob &job = jobs[asked[i]];
+      const CtrlMsg &r = replies[i];
+      if (r.status == ReplyStatus::kNotFound) {
+        job.result = ReadResult::kNotFound;
+        continue;
+      }
+      if (r.status != ReplyStatus::kOk) throw StoreError(STORE_ERR_INTERNAL, "lookup failed");
+      cache_.install(job.id, job.holder, r, false);
+      HolderCache &hc = where[asked[i]];
+      hc.holder = job.holder;
+      hc.address = r.address;
+      hc.capacity = r.capacity;
+      hc.length_hint = r.length;
+      hc.can_read = true;
+    }
+  }
+  // Every first fetch, then the rest of each read.
+  std::vector<SlotHeader> headers(jobs.size());
+  std::vector<std::size_t> fetched(jobs.size(), 0);
+  std::vector<bool> started(jobs.size(), false);
+  {
+    RequestSet rs(&a);
+    for (std::size_t j = 0; j < jobs.size(); ++j) {
+      if (jobs[j].holder == rt_.rank || !where[j].can_read) continue;
+      ping({where[j]});
+      fetched[j] = start_read(rs, where[j], &headers[j], jobs[j].buf, jobs[j].capacity);
+      started[j] = true;
+    }
+    rs.wait_all();
+  }
+  for (std::size_t j = 0; j < jobs.size(); ++j) {
+    if (!started[j]) continue;
+    ReadJob &job = jobs[j];
+    job.result = finish_read(a, job.id, where[j], headers[j], fetched[j], job.buf, job.capacity, &job.len);
+    if (job.result == ReadResult::kStale) cache_.after_read(job.id, job.holder, where[j].address, true, 0);
+    if (job.result == ReadResult::kOk) cache_.after_read(job.id, job.holder, where[j].address, false, job.len);
+  }
 }
 
 ReadResult Engine::read_copy(Agent &a, const SlotId &id, int holder, void *buf, std::size_t capacity,

@@ -59,7 +59,10 @@ constexpr const char *kPoints[] = {"put.start",
                                    "lock.acquired",
                                    "lock.break",
                                    "repair.transfer",
-                                   "finalize.before_barrier"};
+                                   "finalize.before_barrier",
+                                   "delete.after_tombstone",
+                                   "delete.before_reclaim",
+                                   "batch.between_keys"};
 
 bool known_point(const std::string &name) {
   for (const char *p : kPoints) {

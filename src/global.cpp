@@ -1,5 +1,6 @@
 #include "global.hpp"
 
+#include <algorithm>
 #include <cstring>
 
 #include "errors.hpp"
@@ -14,14 +15,19 @@ void GlobalVariant::check_usable() const {
   }
 }
 
-std::vector<Copy> GlobalVariant::acquire_write(const SlotId &id, std::size_t len, std::uint64_t *version) {
+GlobalVariant::Grants GlobalVariant::acquire_write(const SlotId &id, std::size_t len, std::uint64_t *version) {
+  Grants g;
   for (int attempt = 0;; ++attempt) {
     const std::vector<HolderCache> hcs = c_.cache.holders(id, version);
     std::vector<int> need;
     for (const HolderCache &hc : hcs) {
       if (!hc.can_write || hc.capacity < len) need.push_back(hc.holder);
     }
-    if (need.empty()) return {hcs.begin(), hcs.end()};
+    if (need.empty()) {
+      g.copies.assign(hcs.begin(), hcs.end());
+      return g;
+    }
+    g.asked = true;
     // Grants are revoked only by another writer of the same key, which the API forbids while
     // this put runs; a few rounds absorb a revocation that crossed our request.
     if (attempt == 8) throw StoreError(STORE_ERR_INTERNAL, "write grant revoked repeatedly: concurrent writers?");
@@ -31,6 +37,7 @@ std::vector<Copy> GlobalVariant::acquire_write(const SlotId &id, std::size_t len
     for (const CtrlMsg &r : c_.engine.request(c_.app, id, need, m)) {
       if (r.status == ReplyStatus::kNoMemory) throw StoreError(STORE_ERR_NO_MEMORY, "a holder is out of memory");
       if (r.status != ReplyStatus::kOk) throw StoreError(STORE_ERR_INTERNAL, "holder refused a write grant");
+      g.fresh = g.fresh || (r.flags & kReplyLive) == 0;
     }
   }
 }
@@ -46,24 +53,183 @@ void GlobalVariant::write(const std::vector<Copy> &copies, std::uint64_t key, st
   c_.cache.after_write(id, length, written);
 }
 
-void GlobalVariant::register_key(std::uint64_t key) {
-  if (c_.known.put_again(key)) return;
-  std::vector<int> others;
-  for (int r = 0; r < c_.rt.size; ++r) {
-    if (r != c_.rt.rank) others.push_back(r);
+void GlobalVariant::record(const std::vector<std::uint64_t> &keys, MsgType type) {
+  if (keys.empty()) return;
+  const std::shared_ptr<const View> view = c_.membership.view();
+  std::vector<Engine::WitnessAsk> asks;
+  for (std::uint64_t key : keys) {
+    // Records are dropped wherever a recovery may have left them: at every keeper.
+    asks.push_back(
+        Engine::WitnessAsk{key, type == MsgType::kWitness ? view->witnesses_of(key) : view->keepers_of(key)});
   }
-  c_.engine.announce(c_.app, key, others);
-  c_.known.add(key);
+  c_.engine.tell_witnesses(c_.app, type, asks);
+  if (type != MsgType::kWitness) return;
+  for (std::uint64_t key : keys) c_.cache.set_witnessed(SlotId{key, Ns::kValue});
+}
+
+std::vector<Copy> GlobalVariant::existing_grants(const SlotId &id, std::uint64_t *version) {
+  std::vector<HolderCache> hcs = c_.cache.holders(id, version);
+  std::vector<int> need, absent;
+  for (const HolderCache &hc : hcs) {
+    if (!hc.can_write) need.push_back(hc.holder);
+  }
+  if (!need.empty()) {
+    CtrlMsg m;
+    m.type = MsgType::kAcquireWrite;
+    m.flags = kRequestNoCreate;
+    const std::vector<CtrlMsg> replies = c_.engine.request(c_.app, id, need, m);
+    for (std::size_t i = 0; i < replies.size(); ++i) {
+      if (replies[i].status == ReplyStatus::kNotFound) {
+        absent.push_back(need[i]);
+      } else if (replies[i].status != ReplyStatus::kOk) {
+        throw StoreError(STORE_ERR_INTERNAL, "holder refused a write grant");
+      }
+    }
+    hcs = c_.cache.holders(id, version);
+  }
+  std::vector<Copy> out;
+  for (const HolderCache &hc : hcs) {
+    if (std::find(absent.begin(), absent.end(), hc.holder) != absent.end()) continue;
+    if (!hc.can_write) throw StoreError(STORE_ERR_INTERNAL, "write grant revoked: concurrent writers?");
+    out.push_back(hc);
+  }
+  return out;
+}
+
+void GlobalVariant::reclaim(std::uint64_t key, std::uint64_t version) {
+  c_.cache.forget(key);
+  CtrlMsg m;
+  m.type = MsgType::kReclaim;
+  m.key = key;
+  m.version = version;
+  for (int h : c_.membership.view()->holders_of(SlotId{key, Ns::kValue})) {
+    if (h == c_.rt.rank) {
+      c_.table.serve_reclaim(m, h);
+    } else {
+      c_.app.post(h, m);
+    }
+  }
+}
+
+void GlobalVariant::del(std::uint64_t key) {
+  // The grants of both slots end other processes' grants (a writer ordered after this delete
+  // asks again), and a tombstone newer than every copy goes where a slot exists: a delete that
+  // stops half-way leaves the old value or the tombstone, which store_recover decides between.
+  std::uint64_t version = 0, pending = 0;
+  const std::vector<Copy> copies = existing_grants(SlotId{key, Ns::kValue}, &version);
+  (void)existing_grants(SlotId{key, Ns::kPending}, &pending);
+  const std::uint64_t tombstone = std::max(version, pending) + 1;
+  if (!copies.empty()) write(copies, key, tombstone, 0, make_flags(kFlagDeleted, Ns::kValue), nullptr);
+  RMASTORE_FAULT_POINT("delete.after_tombstone");
+  record({key}, MsgType::kUnwitness);
+  RMASTORE_FAULT_POINT("delete.before_reclaim");
+  reclaim(key, copies.empty() ? kNoVersion : tombstone);
 }
 
 void GlobalVariant::put(std::uint64_t key, const void *buf, std::size_t len) {
+  const SlotId id{key, Ns::kValue};
   std::uint64_t version = 0;
-  const std::vector<Copy> copies = acquire_write(SlotId{key, Ns::kValue}, len, &version);
-  write(copies, key, version + 1, len, make_flags(0, Ns::kValue), buf);
-  // A key's first value tells everybody the key exists, so that a recovery that finds all its
-  // copies gone reports it lost. Only values whose put returned are promised, so this comes
-  // after the copies are written and before the put returns.
-  register_key(key);
+  const Grants g = acquire_write(id, len, &version);
+  write(g.copies, key, version + 1, len, make_flags(0, Ns::kValue), buf);
+  // Only values whose put returned are promised, so the records come after the copies are
+  // written and before the put returns. Written before the copies, a record of a put that died
+  // on its way would make a key that was never stored read as lost.
+  if (needs_record(id, g)) record({key});
+}
+
+void GlobalVariant::put_many(const std::vector<PutItem> &all) {
+  for (std::size_t first = 0; first < all.size(); first += kBatchKeys) {
+    const std::size_t n = std::min(kBatchKeys, all.size() - first);
+    const PutItem *items = all.data() + first;
+    std::vector<std::uint64_t> versions(n);
+    std::vector<Grants> grants(n);
+    // Every missing grant in one round, as acquire_write asks for one key.
+    for (int attempt = 0;; ++attempt) {
+      std::vector<Engine::Ask> asks;
+      std::vector<std::size_t> of;
+      for (std::size_t i = 0; i < n; ++i) {
+        const SlotId id{items[i].key, Ns::kValue};
+        for (const HolderCache &hc : c_.cache.holders(id, &versions[i])) {
+          if (hc.can_write && hc.capacity >= items[i].len) continue;
+          CtrlMsg m;
+          m.type = MsgType::kAcquireWrite;
+          m.length = items[i].len;
+          asks.push_back(Engine::Ask{id, hc.holder, m});
+          of.push_back(i);
+        }
+      }
+      if (asks.empty()) break;
+      if (attempt == 8) throw StoreError(STORE_ERR_INTERNAL, "write grant revoked repeatedly: concurrent writers?");
+      const std::vector<CtrlMsg> replies = c_.engine.ask_all(c_.app, asks);
+      for (std::size_t k = 0; k < replies.size(); ++k) {
+        const CtrlMsg &r = replies[k];
+        if (r.status == ReplyStatus::kNoMemory) throw StoreError(STORE_ERR_NO_MEMORY, "a holder is out of memory");
+        if (r.status != ReplyStatus::kOk) throw StoreError(STORE_ERR_INTERNAL, "holder refused a write grant");
+        c_.cache.install(asks[k].id, asks[k].holder, r, true);
+        grants[of[k]].asked = true;
+        grants[of[k]].fresh = grants[of[k]].fresh || (r.flags & kReplyLive) == 0;
+      }
+    }
+    std::vector<Engine::WriteJob> jobs(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      const SlotId id{items[i].key, Ns::kValue};
+      std::uint64_t version = 0;
+      const std::vector<HolderCache> hcs = c_.cache.holders(id, &version);
+      jobs[i].copies.assign(hcs.begin(), hcs.end());
+      jobs[i].header = c_.engine.header(items[i].key, version + 1, items[i].len, make_flags(0, Ns::kValue));
+      jobs[i].buf = items[i].buf;
+      c_.cache.raise_version(id, version + 1);
+    }
+    c_.engine.write_many(c_.app, jobs, Engine::OnFailure::kThrow);
+    std::vector<std::uint64_t> unrecorded;
+    for (std::size_t i = 0; i < n; ++i) {
+      const SlotId id{items[i].key, Ns::kValue};
+      c_.cache.after_write(id, items[i].len, jobs[i].copies);
+      if (needs_record(id, grants[i])) unrecorded.push_back(items[i].key);
+    }
+    record(unrecorded);
+  }
+}
+
+void GlobalVariant::get_many(std::vector<GetItem> &items) {
+  for (std::size_t first = 0; first < items.size(); first += kBatchKeys) {
+    const std::size_t n = std::min(kBatchKeys, items.size() - first);
+    std::vector<Engine::ReadJob> jobs;
+    for (std::size_t i = first; i < first + n; ++i) {
+      const SlotId id{items[i].key, Ns::kValue};
+      jobs.push_back(Engine::ReadJob{id, c_.cache.read_order(id).front(), items[i].buf, items[i].capacity});
+    }
+    c_.engine.read_many(c_.app, jobs);
+    for (std::size_t j = 0; j < n; ++j) {
+      GetItem &it = items[first + j];
+      const Engine::ReadJob &job = jobs[j];
+      it.len = job.len;
+      switch (job.result) {
+      case ReadResult::kOk:
+        it.status = STORE_OK;
+        last_read_holder_ = job.holder;
+        break;
+      case ReadResult::kNotFound:
+      case ReadResult::kDeleted:
+        it.status = STORE_ERR_NOT_FOUND;
+        break;
+      case ReadResult::kLost:
+        it.status = STORE_ERR_DATA_LOST;
+        break;
+      case ReadResult::kTruncated:
+        it.status = STORE_ERR_TRUNCATED;
+        break;
+      default: // a put landed meanwhile, or the copy moved: as store_get does
+        it.status = get(it.key, it.buf, it.capacity, &it.len);
+      }
+    }
+  }
+}
+
+std::vector<std::uint64_t> GlobalVariant::list(std::uint64_t first, std::uint64_t last, std::size_t limit, bool *more) {
+  std::vector<int> ranks(static_cast<std::size_t>(c_.rt.size));
+  for (int r = 0; r < c_.rt.size; ++r) ranks[static_cast<std::size_t>(r)] = r;
+  return c_.engine.list(c_.app, first, last, limit, ranks, more);
 }
 
 store_status_t GlobalVariant::get(std::uint64_t key, void *buf, std::size_t capacity, std::size_t *len) {
@@ -79,6 +245,7 @@ store_status_t GlobalVariant::get(std::uint64_t key, void *buf, std::size_t capa
       last_read_holder_ = chosen;
       return STORE_OK;
     case ReadResult::kNotFound:
+    case ReadResult::kDeleted:
       return STORE_ERR_NOT_FOUND;
     case ReadResult::kLost:
       return STORE_ERR_DATA_LOST;
@@ -95,23 +262,35 @@ store_status_t GlobalVariant::get(std::uint64_t key, void *buf, std::size_t capa
 void GlobalVariant::commit(const TxValues &values) {
   const std::uint64_t seq = ++tx_seq_;
   std::vector<TxItem> items;
+  std::vector<std::uint64_t> unrecorded, deleted;
   items.reserve(values.size());
-  for (const auto &[key, value] : values) {
-    TxItem it{key, &value, 0, {}, {}};
+  for (const auto &[key, op] : values) {
+    TxItem it{key, &op, 0, {}, {}};
     std::uint64_t current = 0, pending = 0;
-    it.value_copies = acquire_write(SlotId{key, Ns::kValue}, value.size(), &current);
-    it.pending_copies = acquire_write(SlotId{key, Ns::kPending}, value.size(), &pending);
-    it.version = current + 1;
+    const SlotId id{key, Ns::kValue};
+    const Grants g = acquire_write(id, op.bytes.size(), &current);
+    if (op.del) {
+      deleted.push_back(key);
+    } else if (needs_record(id, g)) {
+      unrecorded.push_back(key);
+    }
+    it.value_copies = g.copies;
+    it.pending_copies = acquire_write(SlotId{key, Ns::kPending}, op.bytes.size(), &pending).copies;
+    it.version = std::max(current, pending) + 1;
     items.push_back(std::move(it));
   }
-  const std::vector<std::uint64_t> record = decision_record(seq, values);
+  const std::vector<std::uint64_t> contents = decision_record(seq, values);
   const SlotId rid = record_slot(c_.id);
   std::uint64_t previous = 0;
-  const std::vector<Copy> record_copies = acquire_write(rid, record.size() * sizeof(std::uint64_t), &previous);
-  write_commit(seq, items, rid, record_copies, record,
+  const std::vector<Copy> record_copies = acquire_write(rid, contents.size() * sizeof(std::uint64_t), &previous).copies;
+  write_commit(seq, items, rid, record_copies, contents,
                [this](const std::vector<Copy> &copies, std::uint64_t key, std::uint64_t version, std::size_t length,
                       std::uint64_t flags, const void *buf) { write(copies, key, version, length, flags, buf); });
-  for (const TxItem &it : items) register_key(it.key);
+  record(unrecorded);
+  record(deleted, MsgType::kUnwitness);
+  for (const TxItem &it : items) {
+    if (it.op->del) reclaim(it.key, it.version);
+  }
 }
 
 void GlobalVariant::back_to_normal(bool tx_open) {

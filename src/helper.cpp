@@ -81,6 +81,19 @@ void Helper::send(int dest, int tag, const CtrlMsg &msg) {
   if (tag == kTagHelper) bells_.ring(dest);
 }
 
+void Helper::send_words(int dest, int tag, std::vector<std::uint64_t> words) {
+  Outgoing &o = outgoing_.emplace_back();
+  o.words = std::move(words);
+  reply_sent();
+  const int rc =
+      MPI_Isend(o.words.data(), static_cast<int>(o.words.size()), MPI_UINT64_T, dest, tag, comm_, &o.request);
+  if (rc != MPI_SUCCESS) {
+    outgoing_.pop_back();
+    if (is_failure_error(rc)) return;
+    check_mpi(rc, "MPI_Isend");
+  }
+}
+
 bool Helper::poll_outgoing() {
   bool any = false;
   while (!outgoing_.empty()) {
@@ -133,10 +146,15 @@ void Helper::serve_one(int source) {
     switch (msg.type) {
     case MsgType::kAcquireWrite:
     case MsgType::kLookup:
-    case MsgType::kRegister:
       send(source, kTagReply, reply_to(msg, ReplyStatus::kError));
       break;
+    case MsgType::kList:
+      send_words(source, kTagList, {msg.request, 0});
+      break;
     case MsgType::kLock:
+    case MsgType::kWitness:
+    case MsgType::kUnwitness:
+    case MsgType::kWitnessQuery:
       send(source, msg.reply_tag, reply_to(msg, ReplyStatus::kError));
       break;
     default:

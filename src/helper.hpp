@@ -15,6 +15,7 @@
 #include <functional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "doorbell.hpp"
 #include "failure.hpp"
@@ -45,6 +46,8 @@ public:
   // Queues a message, and wakes the receiving helper if it is one. Helper thread only (from
   // inside the handler).
   void send(int dest, int tag, const CtrlMsg &msg);
+  // Queues a reply of 64-bit words (kList). Helper thread only.
+  void send_words(int dest, int tag, std::vector<std::uint64_t> words);
 
   // Set when the thread stopped on an MPI error: requests to this process get no answer then,
   // and the application thread must report the error instead of waiting.
@@ -63,6 +66,7 @@ private:
 
   struct Outgoing {
     CtrlMsg msg;
+    std::vector<std::uint64_t> words; // or these, if not empty
     MPI_Request request = MPI_REQUEST_NULL;
   };
 

@@ -52,7 +52,9 @@ HolderCache KeyCache::at(const SlotId &id, int holder) {
 
 void KeyCache::invalidate(const SlotId &id, int holder, std::uint64_t grant) {
   std::lock_guard lk(mu_);
-  for (HolderCache &hc : state_locked(id).holders) {
+  KeyState &ks = state_locked(id);
+  ks.witnessed = false;
+  for (HolderCache &hc : ks.holders) {
     if (hc.holder != holder) continue;
     hc.floor = std::max(hc.floor, grant);
     if (hc.grant <= grant) {
@@ -105,6 +107,22 @@ void KeyCache::after_write(const SlotId &id, std::size_t length, const std::vect
       if (w.holder == c.holder) c.half_b = w.half_b;
     }
   }
+}
+
+bool KeyCache::witnessed(const SlotId &id) {
+  std::lock_guard lk(mu_);
+  return state_locked(id).witnessed;
+}
+
+void KeyCache::set_witnessed(const SlotId &id) {
+  std::lock_guard lk(mu_);
+  state_locked(id).witnessed = true;
+}
+
+void KeyCache::forget(std::uint64_t key) {
+  std::lock_guard lk(mu_);
+  cache_.erase(SlotId{key, Ns::kValue});
+  cache_.erase(SlotId{key, Ns::kPending});
 }
 
 void KeyCache::clear() {

@@ -45,6 +45,12 @@ public:
   void raise_version(const SlotId &id, std::uint64_t version);
   // A write of `length` bytes completed: `written` says which half each copy's value is in now.
   void after_write(const SlotId &id, std::size_t length, const std::vector<Copy> &written);
+  // Global variant: this process wrote `id` with the grants it holds, and the key's records exist
+  // at its witnesses (witnesses.hpp). Cleared when a grant is invalidated.
+  bool witnessed(const SlotId &id);
+  void set_witnessed(const SlotId &id);
+  // Forgets everything about `key` (it was deleted): its slots here may be freed and made again.
+  void forget(std::uint64_t key);
   void clear();
 
 private:
@@ -53,6 +59,7 @@ private:
     std::vector<int> read_order;
     std::uint64_t version = 0;
     int view = 0; // failures placement accounted for when `holders` was made
+    bool witnessed = false;
   };
   KeyState &state_locked(const SlotId &id);
 

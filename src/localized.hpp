@@ -25,6 +25,10 @@ public:
   void after_helper_stopped() override { repairer_.reset(); }
   void check_usable() const override {}
   void put(std::uint64_t key, const void *buf, std::size_t len) override;
+  void del(std::uint64_t key) override;
+  void put_many(const std::vector<PutItem> &items) override;
+  void get_many(std::vector<GetItem> &items) override;
+  std::vector<std::uint64_t> list(std::uint64_t first, std::uint64_t last, std::size_t limit, bool *more) override;
   store_status_t get(std::uint64_t key, void *buf, std::size_t capacity, std::size_t *len) override;
   void commit(const TxValues &values) override;
   void on_message(const CtrlMsg &msg) override;
@@ -57,8 +61,14 @@ private:
   // Helper thread, after it recorded new failures: placement leaves them out, their queued lock
   // requests go, and every slot whose lock a failed process holds is repaired.
   void on_failures();
-  // Tells every live process that `key` exists; one that fails meanwhile needs no notice.
-  void register_key(std::uint64_t key);
+  // Records `keys` at their witnesses (witnesses.hpp), under the locks of their copies: once
+  // they are released, the next locker finds complete copies and relies on the records.
+  void record(const std::vector<std::uint64_t> &keys, MsgType type = MsgType::kWitness);
+  // After a failure, no holder had a copy of `key`: under the locks of its holders (so that no
+  // put or delete is half done), whether it was lost (a lost marker, or a record at a holder or
+  // witness: STORE_ERR_DATA_LOST), deleted or never put (STORE_ERR_NOT_FOUND), or has a copy
+  // after all (STORE_OK: a put completed meanwhile, read again).
+  store_status_t confirm_absent(std::uint64_t key);
   // Writes one slot's copies; holders that fail meanwhile are skipped.
   std::vector<Copy> write(const std::vector<Copy> &copies, std::uint64_t key, std::uint64_t version, std::size_t length,
                           std::uint64_t flags, const void *buf);

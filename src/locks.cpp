@@ -78,6 +78,8 @@ std::vector<Lock> LockClient::acquire(Agent &a, const std::vector<LockRequest> &
   std::vector<Lock> held;
   std::vector<const LockRequest *> asked; // granted or queued somewhere: all get an unlock on failure
   const auto take = [&](const LockRequest &r, const CtrlMsg &reply) {
+    // A delete locks only the slots that exist (kRequestNoCreate).
+    if (reply.status == ReplyStatus::kNotFound && (r.flags & kRequestNoCreate) != 0) return;
     if (reply.status == ReplyStatus::kNoMemory) throw StoreError(STORE_ERR_NO_MEMORY, "a holder is out of memory");
     if (reply.status != ReplyStatus::kOk) throw StoreError(STORE_ERR_INTERNAL, "a holder refused a lock");
     held.push_back(Lock{r, reply, owner});

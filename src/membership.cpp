@@ -1,5 +1,7 @@
 #include "membership.hpp"
 
+#include <algorithm>
+
 namespace rmastore::internal {
 
 std::vector<int> View::holders_of(const SlotId &id, const Placement &p) const {
@@ -11,6 +13,23 @@ std::vector<int> View::holders_of(const SlotId &id, const Placement &p) const {
   for (int i : of) {
     if (i >= 0) ranks.push_back(rank_of_id[static_cast<std::size_t>(i)]);
   }
+  return ranks;
+}
+
+std::vector<int> View::ranking_of(std::uint64_t key, int n, const Placement &p) const {
+  std::vector<int> of(static_cast<std::size_t>(n));
+  p.ranking(key, of);
+  std::vector<int> ranks;
+  for (int i : of) {
+    if (i >= 0) ranks.push_back(rank_of_id[static_cast<std::size_t>(i)]);
+  }
+  return ranks;
+}
+
+std::vector<int> View::witnesses_of(std::uint64_t key) const {
+  const int r = placement->replicas();
+  std::vector<int> ranks = ranking_of(key, 2 * r);
+  ranks.erase(ranks.begin(), ranks.begin() + std::min<std::ptrdiff_t>(r, static_cast<std::ptrdiff_t>(ranks.size())));
   return ranks;
 }
 

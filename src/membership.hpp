@@ -26,6 +26,14 @@ struct View {
   // Current ranks of the holders of `id`'s copies, best first.
   std::vector<int> holders_of(const SlotId &id) const { return holders_of(id, *placement); }
   std::vector<int> holders_of(const SlotId &id, const Placement &p) const;
+  // Current ranks of the first `n` live processes of value `key`'s ranking, best first: its
+  // holders, then its witnesses (witnesses.hpp). Fewer when fewer processes live.
+  std::vector<int> ranking_of(std::uint64_t key, int n) const { return ranking_of(key, n, *placement); }
+  std::vector<int> ranking_of(std::uint64_t key, int n, const Placement &p) const;
+  // The `replicas` processes after the holders in that ranking: where the key's records are.
+  std::vector<int> witnesses_of(std::uint64_t key) const;
+  // Holders and witnesses of value `key`: every process that keeps something of it.
+  std::vector<int> keepers_of(std::uint64_t key) const { return ranking_of(key, 2 * placement->replicas()); }
   int node_of_rank(int rank) const { return placement->node_of(ids[static_cast<std::size_t>(rank)]); }
   // Whether the process a stable id names is gone: out of the communicator, or failed in it.
   bool id_gone(int id, const FailureState &failed) const;

@@ -16,6 +16,7 @@ inline constexpr int kTagHelper = 1;
 inline constexpr int kTagReply = 2;       // replies to the application thread
 inline constexpr int kTagPing = 3;        // STORE_DETECTOR_PING only
 inline constexpr int kTagRepairReply = 4; // replies to the repair thread (localized variant)
+inline constexpr int kTagList = 5;        // replies to kList: {request, n, n keys}
 
 enum class MsgType : std::uint32_t {
   // app -> holder helper: make the sender the key's writer, with a slot of >= `length` bytes.
@@ -26,10 +27,11 @@ enum class MsgType : std::uint32_t {
   kInvalidate = 3,
   // cacher helper -> holder helper: done.
   kInvalidateAck = 4,
-  // holder helper -> app: answer to kAcquireWrite, kLookup or kRegister.
+  // holder helper -> app: answer to kAcquireWrite, kLookup, kLock or a witness request.
   kReply = 5,
-  // app -> every helper: `key` exists (its first put is under way). Answered with kReply.
-  kRegister = 6,
+  // writer or repairer -> witness helper: keep a record that `key` exists (witnesses.hpp).
+  // Answered with kReply on the requester's reply_tag, as are kUnwitness and kWitnessQuery.
+  kWitness = 6,
   // Localized variant (locks.cpp, repair.cpp):
   // locker -> holder helper: take the slot's lock for `owner`, with a slot of >= `length` bytes.
   // Answered with kReply when granted (kBusy for a kTry request that would have to wait).
@@ -40,6 +42,16 @@ enum class MsgType : std::uint32_t {
   kRepairNeeded = 9,
   // coordinator repair thread -> every helper: every copy of `key` was lost.
   kLost = 10,
+  // deleter or repairer -> witness helper: drop the record of `key`.
+  kUnwitness = 11,
+  // reader or repairer -> witness helper: is there a record of `key`? (kReplyLive if so)
+  kWitnessQuery = 12,
+  // global deleter -> holder helper: free the slots of `key` if they still hold its tombstone of
+  // `version` and no other writer took them meanwhile. No reply.
+  kReclaim = 13,
+  // app -> every helper: the keys in [key, version] this process keeps (a value, a lost marker or
+  // a record), at most `length` of them, smallest first. Answered on kTagList.
+  kList = 14,
 };
 
 enum class ReplyStatus : std::uint32_t { kOk = 0, kNotFound = 1, kNoMemory = 2, kError = 3, kBusy = 4 };
@@ -55,6 +67,18 @@ inline constexpr std::uint32_t kReplyLost = 2;         // the copy is a "lost" m
 inline constexpr std::uint32_t kReplyHasPending = 4;   // the pending_* fields describe one
 inline constexpr std::uint32_t kReplyPendingValid = 8; // ... that is complete and untorn
 inline constexpr std::uint32_t kReplyBroken = 16;      // the lock was taken from a failed holder
+// CtrlMsg::flags of a kReply to kAcquireWrite or kLock: the copy holds a complete value (not
+// empty, lost, deleted or torn), so its key is recorded at its witnesses already (witnesses.hpp).
+// Of a kReply to kWitnessQuery: the witness has a record of the key.
+inline constexpr std::uint32_t kReplyLive = 32;
+// Of a kReply to kLock: the value copy, or the pending one, is a tombstone (store_delete).
+inline constexpr std::uint32_t kReplyDeleted = 64;
+inline constexpr std::uint32_t kReplyPendingDeleted = 128;
+// CtrlMsg::flags of kAcquireWrite and kLock requests: make no slot; a holder without one answers
+// kNotFound (a delete has nothing to do there).
+inline constexpr std::uint32_t kRequestNoCreate = 16;
+// CtrlMsg::flags of a kUnlock: the key was deleted; free its slots unless a locker waits.
+inline constexpr std::uint32_t kUnlockReclaim = 32;
 
 struct CtrlMsg {
   MsgType type{};

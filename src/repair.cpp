@@ -208,16 +208,39 @@ std::vector<SlotId> Repairer::candidates(const View &view, const Placement &now)
     std::lock_guard lk(mu_);
     before = repaired_;
   }
-  // The values this process knows exist, and whatever its table holds (also records).
+  // Whatever the table holds (values and transaction records), and the keys recorded here.
   std::vector<SlotId> ids = c_.table.slots();
-  for (std::uint64_t key : c_.known.all()) ids.push_back(SlotId{key, Ns::kValue});
+  std::vector<std::uint64_t> recorded = c_.witnesses.all();
+  std::sort(recorded.begin(), recorded.end());
+  for (std::uint64_t key : recorded) ids.push_back(SlotId{key, Ns::kValue});
   std::sort(ids.begin(), ids.end());
   ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  const int keepers = 2 * now.replicas();
   std::vector<SlotId> out;
   for (const SlotId &id : ids) {
     const std::vector<int> hs = view.holders_of(id, now);
-    if (hs.empty() || hs.front() != c_.rt.rank) continue;
-    if (hs != view.holders_of(id, *before)) out.push_back(id);
+    if (hs.empty()) continue;
+    if (id.ns != Ns::kValue) {
+      if (hs.front() == c_.rt.rank && hs != view.holders_of(id, *before)) out.push_back(id);
+      continue;
+    }
+    // A value's repair also restores its records: it is due when its holders or its witnesses
+    // changed.
+    if (hs.front() == c_.rt.rank) {
+      if (view.ranking_of(id.key, keepers, now) != view.ranking_of(id.key, keepers, *before)) out.push_back(id);
+      continue;
+    }
+    // Its holders all failed: the new first holder has no copy and may not know the key. The
+    // processes that recorded it tell it to repair it, which finds the key lost.
+    const std::vector<int> old = view.holders_of(id, *before);
+    if (std::find(old.begin(), old.end(), hs.front()) == old.end() &&
+        std::binary_search(recorded.begin(), recorded.end(), id.key)) {
+      CtrlMsg m;
+      m.type = MsgType::kRepairNeeded;
+      m.ns = static_cast<std::uint32_t>(Ns::kValue);
+      m.key = id.key;
+      agent_.post(hs.front(), m);
+    }
   }
   return out;
 }
@@ -244,17 +267,29 @@ std::uint64_t Repairer::repair_slot(const SlotId &id) {
       CopyState state = CopyState::kTorn;
       if ((g.flags & kReplyLost) != 0) {
         state = CopyState::kLost;
+      } else if ((g.flags & kReplyDeleted) != 0) {
+        state = CopyState::kDeleted;
       } else if ((g.flags & kReplyValid) != 0) {
         state = g.version == kNoVersion ? CopyState::kEmpty : CopyState::kComplete;
       }
       copies.push_back(CopyReport{l.req.holder, state, g.version, g.length, g.writer, 0});
       if (id.ns == Ns::kValue && (g.flags & kReplyHasPending) != 0 && g.pending_version != kNoVersion) {
         pending.push_back(CopyReport{l.req.holder,
-                                     (g.flags & kReplyPendingValid) != 0 ? CopyState::kComplete : CopyState::kTorn,
+                                     (g.flags & kReplyPendingDeleted) != 0 ? CopyState::kDeleted
+                                     : (g.flags & kReplyPendingValid) != 0 ? CopyState::kComplete
+                                                                           : CopyState::kTorn,
                                      g.pending_version, g.pending_length, g.pending_writer, g.pending_tx});
       }
     }
-    const bool known = id.ns == Ns::kValue && c_.known.known(id.key);
+    // With no complete copy, tombstone or lost marker left, whether the key existed is asked of
+    // the processes that record it (holders included: a witness may have become a holder).
+    const bool is_value = id.ns == Ns::kValue;
+    const auto says = [](const CopyReport &c) { return c.state != CopyState::kEmpty && c.state != CopyState::kTorn; };
+    const bool decided_by_copies =
+        std::any_of(copies.begin(), copies.end(), says) || std::any_of(pending.begin(), pending.end(), says);
+    const bool known =
+        is_value && !decided_by_copies &&
+        c_.engine.tell_witnesses(a, MsgType::kWitnessQuery, {{id.key, c_.membership.view()->keepers_of(id.key)}});
     // A transaction's pending value newer than the value: its committer failed mid-commit. Its
     // decision record is repaired first, so that every later repair reads the same record.
     const SlotDecision d = decide_slot(
@@ -264,8 +299,22 @@ std::uint64_t Repairer::repair_slot(const SlotId &id) {
     const std::uint64_t version = d.version;
     const std::uint64_t length = d.length;
     const bool from_pending = d.roll_forward;
+    // The key's records go to its witnesses under the current placement, before its locks are
+    // released: the next locker finds complete copies (or a lost marker) and relies on them.
+    const auto record = [&] {
+      if (is_value) {
+        c_.engine.tell_witnesses(a, MsgType::kWitness, {{id.key, c_.membership.view()->witnesses_of(id.key)}});
+      }
+    };
     if (d.outcome != SlotDecision::Outcome::kRestore) {
-      if (d.outcome == SlotDecision::Outcome::kLost) mark_lost(id, locks);
+      if (d.outcome == SlotDecision::Outcome::kLost) {
+        mark_lost(id, locks);
+        record();
+      } else if (is_value) {
+        // The key does not exist (a deleted key's repair, or a put that died before writing):
+        // the slots the locks made go again.
+        unlock_flags |= kUnlockReclaim | kUnlockDropPending;
+      }
       locks_.release(a, locks, unlock_flags);
       return kNoVersion;
     }
@@ -283,12 +332,14 @@ std::uint64_t Repairer::repair_slot(const SlotId &id) {
         if (l.req.holder == source_holder) source = &l;
       }
       // The value: straight from our own slot when we hold the source copy (our lock keeps it
-      // still), else read from the holder that does.
+      // still), else read from the holder that does. A tombstone has none.
       std::vector<std::byte> fetched;
       const std::byte *data = nullptr;
       const Ns source_ns = from_pending ? Ns::kPending : id.ns;
       const Copy src = from_pending ? source->pending_copy() : source->copy();
-      if (source->req.holder == c_.rt.rank) {
+      if (d.deleted) {
+        // nothing to read
+      } else if (source->req.holder == c_.rt.rank) {
         SlotHeader h = load_header(reinterpret_cast<const std::byte *>(src.address));
         data = reinterpret_cast<const std::byte *>(src.address) + value_offset(h, src.capacity);
       } else {
@@ -321,10 +372,19 @@ std::uint64_t Repairer::repair_slot(const SlotId &id) {
       for (Lock *l : target_locks) targets.push_back(l->copy());
       RMASTORE_FAULT_POINT("repair.transfer");
       // The copy keeps the header of the value it repeats, writer included.
-      SlotHeader h = c_.engine.header(id.key, version, length, make_flags(0, id.ns));
+      SlotHeader h = c_.engine.header(id.key, version, length, make_flags(d.deleted ? kFlagDeleted : 0, id.ns));
       h.writer = d.writer;
       const std::vector<Copy> written = c_.engine.write_copies(a, targets, h, data, Engine::OnFailure::kSkip);
       repaired_bytes_.fetch_add(length * written.size());
+    }
+    if (d.deleted) {
+      // A delete that its deleter did not finish: finished here, as store_delete does.
+      if (is_value) {
+        c_.engine.tell_witnesses(a, MsgType::kUnwitness, {{id.key, c_.membership.view()->keepers_of(id.key)}});
+      }
+      unlock_flags |= kUnlockReclaim | kUnlockDropPending;
+    } else {
+      record();
     }
     locks_.release(a, locks, unlock_flags);
     return version;
@@ -354,7 +414,7 @@ void Repairer::mark_lost(const SlotId &id, const std::vector<Lock> &locks) {
   } catch (const StoreError &e) {
     if (e.status() != STORE_ERR_PROC_FAILED || c_.rt.failures->revoked()) throw;
   }
-  c_.known.mark_lost(id.key);
+  c_.witnesses.mark_lost(id.key);
   CtrlMsg m;
   m.type = MsgType::kLost;
   m.key = id.key;

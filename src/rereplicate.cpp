@@ -12,6 +12,9 @@ std::uint32_t ns_of(Ns ns) {
   return static_cast<std::uint32_t>(ns);
 }
 
+// The namespace of a report of a witness record (witnesses.hpp): a report only, no slot has it.
+constexpr std::uint32_t kRecordNs = 0xff;
+
 } // namespace
 
 Rereplication::Rereplication(Core &core)
@@ -44,15 +47,26 @@ std::map<Rereplication::SlotKey, std::vector<Rereplication::Report>> Rereplicati
     r.state = static_cast<std::uint32_t>(copy.state);
     append(out[static_cast<std::size_t>(view_->holders_of(copy.id).front())], r);
   }
+  for (std::uint64_t key : c_.witnesses.all()) {
+    Report r{};
+    r.key = key;
+    r.ns = kRecordNs;
+    r.from = static_cast<std::uint32_t>(c_.rt.rank);
+    append(out[static_cast<std::size_t>(view_->holders_of(SlotId{key, Ns::kValue}).front())], r);
+  }
   const Buffers got = exchange_buffers(c_.rt.comm, out);
   RMASTORE_FAULT_POINT("recover.rereplicate");
   std::map<SlotKey, std::vector<Report>> by_slot;
   for (const auto &buf : got) {
-    for (const Report &r : unpack<Report>(buf)) by_slot[{r.ns, r.key}].push_back(r);
-  }
-  // Keys known to exist but reported by nobody lost every copy.
-  for (std::uint64_t key : c_.known.all()) {
-    if (view_->holders_of(SlotId{key, Ns::kValue}).front() == c_.rt.rank) by_slot.try_emplace({ns_of(Ns::kValue), key});
+    for (const Report &r : unpack<Report>(buf)) {
+      if (r.ns == kRecordNs) {
+        recorded_[r.key].push_back(static_cast<int>(r.from));
+        // A recorded key that nobody reports a copy of lost every copy: decided too.
+        by_slot.try_emplace({ns_of(Ns::kValue), r.key});
+      } else {
+        by_slot[{r.ns, r.key}].push_back(r);
+      }
+    }
   }
   // A key with only pending copies (its first value came in a transaction) is decided too.
   for (const auto &[slot_key, rs] : by_slot) {
@@ -105,16 +119,22 @@ Rereplication::Buffers Rereplication::decide(const std::map<SlotKey, std::vector
         }
       }
     }
-    const SlotDecision d =
-        decide_slot(is_value, holders, copies, pending, is_value && c_.known.known(id.key), is_committed);
+    const auto rec = recorded_.find(id.key);
+    const bool known = is_value && rec != recorded_.end();
+    const SlotDecision d = decide_slot(is_value, holders, copies, pending, known, is_committed);
     forward_ += d.roll_forward ? 1 : 0;
     back_ += d.roll_back ? 1 : 0;
-    keys_ += is_value ? 1 : 0;
-    if (d.outcome == SlotDecision::Outcome::kLost) {
+    const bool gone = d.outcome == SlotDecision::Outcome::kNothing || d.deleted;
+    keys_ += is_value && !gone ? 1 : 0;
+    if (gone) {
+      // A tombstone won: the key was deleted (by a delete or a committed transaction that did not
+      // finish), and every copy and record of it goes, as store_delete would have done. Or it
+      // never existed: the empty slots that puts which died before writing made go too.
+      for (const Report &r : rs) order(static_cast<int>(r.from), id, Order::kDrop, 0, id.ns);
+    } else if (d.outcome == SlotDecision::Outcome::kLost) {
       lost_.push_back(id.key);
       for (int h : holders) order(h, id, Order::kMarkLost, h, id.ns);
     } else if (d.outcome == SlotDecision::Outcome::kRestore) {
-      if (is_value) existing_.push_back(id.key);
       std::size_t next_source = 0;
       for (int h : d.targets) {
         order(d.sources[next_source++ % d.sources.size()], id, Order::kSend, h, d.roll_forward ? Ns::kPending : id.ns);
@@ -126,6 +146,19 @@ Rereplication::Buffers Rereplication::decide(const std::map<SlotKey, std::vector
       if (std::find(holders.begin(), holders.end(), static_cast<int>(r.from)) == holders.end()) {
         order(static_cast<int>(r.from), id, Order::kDrop, 0, id.ns);
       }
+    }
+    if (!is_value) continue;
+    // A key that exists (restored, or lost and so to be reported) is recorded at exactly its
+    // witnesses under the new placement; a key that does not, nowhere. This also records a key
+    // whose first put wrote copies but died before recording it.
+    const std::vector<int> none;
+    const std::vector<int> &had = rec != recorded_.end() ? rec->second : none;
+    const std::vector<int> want = gone ? none : view_->witnesses_of(id.key);
+    for (int w : want) {
+      if (std::find(had.begin(), had.end(), w) == had.end()) order(w, id, Order::kRecord, w, id.ns);
+    }
+    for (int w : had) {
+      if (std::find(want.begin(), want.end(), w) == want.end()) order(w, id, Order::kUnrecord, w, id.ns);
     }
   }
   return orders;
@@ -141,6 +174,10 @@ void Rereplication::carry_out(const Buffers &my_orders) {
       const SlotId id{o.key, static_cast<Ns>(o.ns)};
       if (o.kind == Order::kMarkLost) {
         c_.table.mark_lost(id);
+      } else if (o.kind == Order::kRecord) {
+        c_.witnesses.add(o.key);
+      } else if (o.kind == Order::kUnrecord) {
+        c_.witnesses.remove(o.key);
       } else if (o.kind == Order::kSend) {
         // From our copy in slot (key, from_ns), possibly a pending value that rolls forward,
         // to the destination's slot (key, ns), where it goes into the first half.
@@ -182,9 +219,6 @@ void Rereplication::totals(store_recovery_t &report, std::vector<store_key_t> &a
   check_recovery(MPI_Allreduce(mine, sum, 6, MPI_UINT64_T, MPI_SUM, c_.rt.comm), "MPI_Allreduce");
   all_lost = allgatherv(c_.rt.comm, lost_);
   std::sort(all_lost.begin(), all_lost.end());
-  // Every key that has a value now is known everywhere, also one whose first put failed but
-  // left a copy: if all its copies go in a later failure, that recovery reports it.
-  c_.known.add(allgatherv(c_.rt.comm, existing_));
   report.bytes_moved = sum[0];
   report.bytes_lost = sum[1];
   report.keys = sum[2];

@@ -3,10 +3,12 @@
 // (decide.hpp), and the keys without a complete copy left marked lost.
 //
 // Steps, each collective over the store's communicator:
-//   1. every survivor reports each local copy to its coordinator, the first holder under the
-//      new placement; every survivor learns each committer's newest decision record;
+//   1. every survivor reports each local copy, and each key it records as a witness, to its
+//      coordinator, the first holder under the new placement; every survivor learns each
+//      committer's newest decision record;
 //   2. each coordinator decides its slots and sends orders: send a copy to a holder that lacks
-//      it, mark a key lost, drop a copy that is no longer placed here;
+//      it, mark a key lost, drop a copy that is no longer placed here; record a key at a witness
+//      that lacks its record, drop a record that is no longer placed there;
 //   3. senders describe what they send, and receivers make room for it;
 //   4. every value moves in one collective, straight from slot to slot; then headers go in and
 //      dropped slots are freed;
@@ -46,7 +48,7 @@ public:
   };
   // A coordinator's instruction.
   struct Order {
-    enum Kind : std::uint32_t { kSend = 0, kDrop = 1, kMarkLost = 2 };
+    enum Kind : std::uint32_t { kSend = 0, kDrop = 1, kMarkLost = 2, kRecord = 3, kUnrecord = 4 };
     std::uint64_t key;
     std::uint32_t ns; // the slot the order is about
     std::uint32_t kind;
@@ -58,7 +60,8 @@ private:
   using SlotKey = std::pair<std::uint32_t, std::uint64_t>; // (namespace, key)
   using Buffers = std::vector<std::vector<std::byte>>;     // one per rank
 
-  // Step 1: the reports of every slot this process coordinates, known keys without any included.
+  // Step 1: the reports of every slot this process coordinates, keys with records but no copy
+  // included; the records go to recorded_.
   std::map<SlotKey, std::vector<Report>> gather();
   // Each committer's newest decision record (its stable id -> transaction), on every survivor.
   std::map<std::uint64_t, std::uint64_t> commits(const std::map<SlotKey, std::vector<Report>> &reports);
@@ -71,7 +74,8 @@ private:
   Core &c_;
   std::shared_ptr<const View> view_;
   std::size_t n_;
-  std::vector<store_key_t> lost_, existing_;
+  std::vector<store_key_t> lost_;
+  std::map<std::uint64_t, std::vector<int>> recorded_; // key -> ranks that reported a record of it
   std::uint64_t bytes_lost_ = 0, bytes_moved_ = 0, keys_ = 0, repaired_ = 0, forward_ = 0, back_ = 0;
 };
 

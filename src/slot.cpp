@@ -43,8 +43,9 @@ std::uint64_t slot_checksum(const SlotHeader &h, const void *value) {
 }
 
 bool slot_valid(const SlotHeader &h, const void *value) {
-  return h.version != kNoVersion && h.length <= h.capacity && in_place(h.length) && flag_bits(h.flags) == 0 &&
-         slot_checksum(h, value) == h.checksum;
+  const std::uint64_t bits = flag_bits(h.flags);
+  return h.version != kNoVersion && h.length <= h.capacity && in_place(h.length) &&
+         (bits == 0 || (bits == kFlagDeleted && h.length == 0)) && slot_checksum(h, value) == h.checksum;
 }
 
 bool buffered_valid(const SlotHeader &before, const SlotHeader &after) {

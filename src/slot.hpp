@@ -31,7 +31,7 @@
 // is also a validated answer.
 //
 // The owner word is the slot's lock in the localized variant (docs/design.md): 0 when free,
-// else the lock word of its holder, (stable id + 1) << 32 | epoch << 1 | agent, set and cleared
+// else the lock word of its holder, (stable id + 1) << 32 | acquisition << 1 | agent, set and cleared
 // only by the holder's threads with atomic operations. kSlotRetired marks a slot its key gave
 // up. The global variant leaves it 0 until the slot retires.
 #pragma once
@@ -76,6 +76,9 @@ enum class Ns : std::uint8_t { kValue = 0, kPending = 1, kTxRecord = 2 };
 // The flags word: flag bits, the slot's namespace, and the transaction of a pending value.
 inline constexpr std::uint64_t kFlagHalfB = 1; // the value is in the second half
 inline constexpr std::uint64_t kFlagLost = 2;  // every copy was lost (set by recovery)
+// A tombstone: the key was deleted at this version. An in-place copy of length 0, checksummed
+// like a value, so that it wins over older values and reads as "not found" (store_delete).
+inline constexpr std::uint64_t kFlagDeleted = 4;
 inline constexpr std::uint64_t make_flags(std::uint64_t bits, Ns ns, std::uint64_t tx = 0) {
   return bits | (std::uint64_t(ns) << 8) | (tx << 16);
 }
@@ -191,9 +194,12 @@ inline void copy_within_window(std::byte *dst, const std::byte *src, std::size_t
 }
 
 // Lock words: who holds a slot's lock. `agent` tells a process's application thread (0) from its
-// repair thread (1); `epoch` is the holder's store epoch (store_recover calls).
-inline constexpr std::uint64_t lock_word(int id, std::uint32_t epoch, int agent) {
-  return (std::uint64_t(id) + 1) << 32 | std::uint64_t(epoch & 0x7fffffffu) << 1 | std::uint64_t(agent & 1);
+// repair thread (1); `acquisition` numbers the agent's lock acquisitions, so that an unlock still
+// on its way from an earlier one cannot release the same agent's next hold of the lock (an
+// agent's unlock to its own helper may be overtaken by its next lock request, which it serves
+// inline), and a hold survives store_recover's change of epoch.
+inline constexpr std::uint64_t lock_word(int id, std::uint32_t acquisition, int agent) {
+  return (std::uint64_t(id) + 1) << 32 | std::uint64_t(acquisition & 0x7fffffffu) << 1 | std::uint64_t(agent & 1);
 }
 inline constexpr int lock_word_id(std::uint64_t w) {
   return static_cast<int>((w >> 32) - 1);
@@ -204,8 +210,13 @@ inline constexpr int lock_word_id(std::uint64_t w) {
 std::uint64_t header_checksum(const SlotHeader &h);
 std::uint64_t slot_checksum(const SlotHeader &h, const void *value);
 
-// In-place copies: true if `h` and `value` (h.length bytes) form a complete, untorn copy.
+// In-place copies: true if `h` and `value` (h.length bytes) form a complete, untorn copy (a
+// tombstone included).
 bool slot_valid(const SlotHeader &h, const void *value);
+// Whether a valid copy is a tombstone.
+inline bool slot_deleted(const SlotHeader &h) {
+  return flag_bits(h.flags) == kFlagDeleted;
+}
 // Double-buffered copies: true if the headers read before and after the value show that no put
 // touched the value meanwhile.
 bool buffered_valid(const SlotHeader &before, const SlotHeader &after);

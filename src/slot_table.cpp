@@ -38,7 +38,7 @@ SlotTable::SlotTable(const Config &config, Runtime &rt, Membership &membership)
 SlotTable::HeldSlot *SlotTable::find_or_create_locked(const SlotId &id, const CtrlMsg &msg, CtrlMsg *refused) {
   auto it = table_.find(id);
   if (it != table_.end()) return &it->second;
-  if (msg.type == MsgType::kLookup) { // a reader makes no slot
+  if (msg.type == MsgType::kLookup || (msg.flags & kRequestNoCreate) != 0) { // a reader or deleter makes none
     *refused = reply_to(msg, ReplyStatus::kNotFound);
     return nullptr;
   }
@@ -128,7 +128,12 @@ CtrlMsg SlotTable::grant_locked(HeldSlot &slot, const CtrlMsg &msg, int source, 
   }
   SlotHeader h;
   CtrlMsg r = copy_reply(msg, slot.block, h);
-  r.grant = ++slot.last_grant;
+  // A writer learns here whether the key's records exist already (witnesses.hpp); a reader
+  // does not need to.
+  if (msg.type == MsgType::kAcquireWrite &&
+      classify_copy(h, slot.block.base, slot.block.capacity, msg.key, static_cast<Ns>(msg.ns)) == CopyState::kComplete)
+    r.flags |= kReplyLive;
+  r.grant = ++grant_clock_;
   return r;
 }
 
@@ -208,11 +213,14 @@ CtrlMsg SlotTable::grant_lock_locked(const SlotId &id, HeldSlot &slot, const Ctr
   const CopyState state = classify_copy(h, slot.block.base, slot.block.capacity, id.key, id.ns);
   if (state != CopyState::kTorn) r.flags |= kReplyValid;
   if (state == CopyState::kLost) r.flags |= kReplyLost;
+  if (state == CopyState::kComplete) r.flags |= kReplyLive;
+  if (state == CopyState::kDeleted) r.flags |= kReplyDeleted;
   if (pending != nullptr) {
     SlotHeader p = load_header(pending->block.base);
     r.flags |= kReplyHasPending;
-    if (classify_copy(p, pending->block.base, pending->block.capacity, id.key, Ns::kPending) != CopyState::kTorn)
-      r.flags |= kReplyPendingValid;
+    const CopyState ps = classify_copy(p, pending->block.base, pending->block.capacity, id.key, Ns::kPending);
+    if (ps != CopyState::kTorn) r.flags |= kReplyPendingValid;
+    if (ps == CopyState::kDeleted) r.flags |= kReplyPendingDeleted;
     r.pending_address = reinterpret_cast<std::uintptr_t>(pending->block.base);
     r.pending_capacity = pending->block.capacity;
     r.pending_version = p.version;
@@ -287,8 +295,49 @@ void SlotTable::serve_unlock(const CtrlMsg &msg) {
     std::erase_if(slot.queued, [&](const Deferred &d) { return d.msg.owner == msg.owner; });
     return;
   }
+  if ((msg.flags & kUnlockReclaim) != 0 && slot.queued.empty()) {
+    reclaim_locked(id);
+    return;
+  }
   release_locked(id, slot, msg.flags);
   grant_next_locked(id, slot);
+}
+
+// A deleted key's slots go back to the allocator (a waiting locker would have been handed the
+// tombstone instead). Readers that cached their address find them retired or reused.
+void SlotTable::reclaim_locked(const SlotId &id) {
+  for (const SlotId &s : {SlotId{id.key, Ns::kPending}, id}) {
+    auto it = table_.find(s);
+    if (it == table_.end()) continue;
+    allocator_->release(it->second.block);
+    table_.erase(it);
+  }
+}
+
+void SlotTable::serve_reclaim(const CtrlMsg &msg, int source) {
+  std::lock_guard lk(mu_);
+  // Only what the deleter still holds alone: a writer that took a grant after the delete (its
+  // request came first) keeps the slot, and writes over the tombstone.
+  const auto alone = [&](const HeldSlot &slot) {
+    return (slot.writer < 0 || slot.writer == source) && slot.pending_acks == 0 && slot.queued.empty();
+  };
+  const SlotId vid{msg.key, Ns::kValue}, pid{msg.key, Ns::kPending};
+  auto it = table_.find(vid);
+  if (it != table_.end()) {
+    const HeldSlot &slot = it->second;
+    const SlotHeader h = load_header(slot.block.base);
+    const bool tombstone =
+        classify_copy(h, slot.block.base, slot.block.capacity, msg.key, Ns::kValue) == CopyState::kDeleted &&
+        h.version == msg.version;
+    if (!tombstone || !alone(slot)) return;
+    allocator_->release(slot.block);
+    table_.erase(it);
+  }
+  auto pit = table_.find(pid);
+  if (pit != table_.end() && alone(pit->second)) {
+    allocator_->release(pit->second.block);
+    table_.erase(pit);
+  }
 }
 
 bool SlotTable::unlock_inline(const CtrlMsg &msg) {
@@ -300,7 +349,11 @@ bool SlotTable::unlock_inline(const CtrlMsg &msg) {
   // Only a lock held with nobody waiting: a request of the agent to its own helper may still be
   // on its way, and only a message behind it is sure to withdraw it.
   if (owner_of(slot.block.base).load(std::memory_order_acquire) != msg.owner || !slot.queued.empty()) return false;
-  release_locked(id, slot, msg.flags);
+  if ((msg.flags & kUnlockReclaim) != 0) {
+    reclaim_locked(id);
+  } else {
+    release_locked(id, slot, msg.flags);
+  }
   return true;
 }
 
@@ -382,6 +435,7 @@ ReadResult SlotTable::read_local(const SlotId &id, void *buf, std::size_t capaci
   std::byte *dst = h.length > capacity ? tmp : static_cast<std::byte *>(buf);
   if (h.length > 0) copy_from_window(dst, block.base + kHeaderBytes, h.length);
   if (!slot_valid(h, dst)) return ReadResult::kRetry;
+  if (slot_deleted(h)) return ReadResult::kDeleted;
   *len = h.length;
   return h.length > capacity ? ReadResult::kTruncated : ReadResult::kOk;
 }
@@ -400,6 +454,21 @@ std::vector<SlotId> SlotTable::slots() const {
   for (const auto &kv : table_) {
     if (kv.first.ns != Ns::kPending) out.push_back(kv.first);
   }
+  return out;
+}
+
+std::vector<std::uint64_t> SlotTable::keys_in(std::uint64_t first, std::uint64_t last, std::size_t limit) const {
+  std::vector<std::uint64_t> out;
+  std::lock_guard lk(mu_);
+  for (const auto &[id, slot] : table_) {
+    if (id.ns != Ns::kValue || id.key < first || id.key > last) continue;
+    const SlotHeader h = load_header(slot.block.base);
+    const CopyState st = classify_copy(h, slot.block.base, slot.block.capacity, id.key, id.ns);
+    // A copy being written (torn) belongs to a put under way: its key exists or is about to.
+    if (st == CopyState::kComplete || st == CopyState::kLost || st == CopyState::kTorn) out.push_back(id.key);
+  }
+  std::sort(out.begin(), out.end());
+  if (out.size() > limit) out.resize(limit);
   return out;
 }
 
@@ -534,6 +603,7 @@ void SlotTable::count(store_info_t &out) const {
   allocator_->for_each_slot([&](const std::byte *base) {
     SlotHeader h = load_header(base);
     if (h.owner == kSlotRetired || flags_ns(h.flags) != Ns::kValue || h.version == kNoVersion) return;
+    if ((flag_bits(h.flags) & kFlagDeleted) != 0) return; // a tombstone is no copy
     ++out.local_copies;
     out.local_bytes += h.length;
   });

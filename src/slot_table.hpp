@@ -31,7 +31,9 @@
 namespace rmastore::internal {
 
 // What reading one copy found.
-enum class ReadResult { kOk, kNotFound, kLost, kTruncated, kRetry, kStale };
+// kNotFound: no copy here (no slot, or one never written); kDeleted: a tombstone, the key was
+// deleted (not found, and no other holder need be asked).
+enum class ReadResult { kOk, kNotFound, kDeleted, kLost, kTruncated, kRetry, kStale };
 
 // A kReply to `msg` that describes the copy in `block`: where it is and what its header (read
 // into `h`) says.
@@ -50,7 +52,11 @@ public:
   void on_invalidate_ack(const CtrlMsg &msg);
   // kLock: the grant, or nullopt when the request is queued (or dropped: its sender failed).
   std::optional<CtrlMsg> serve_lock(const CtrlMsg &msg, int source);
+  // kUnlock; with kUnlockReclaim the slots go, unless a locker waits.
   void serve_unlock(const CtrlMsg &msg);
+  // kReclaim from `source` (global variant): frees the key's slots if they still hold the
+  // tombstone it names and no other writer has taken them.
+  void serve_reclaim(const CtrlMsg &msg, int source);
   // After new failures: drops their queued lock requests, hands locks they held to repairers
   // that queued for them, and returns the slots whose lock a failed process still holds.
   std::vector<SlotId> after_failures();
@@ -68,6 +74,9 @@ public:
   std::size_t local_length(const SlotId &id) const;
   // Every slot here but pending ones.
   std::vector<SlotId> slots() const;
+  // The keys in [first, last] whose value copy here is complete or a lost marker, ascending, at
+  // most `limit` of them (store_list).
+  std::vector<std::uint64_t> keys_in(std::uint64_t first, std::uint64_t last, std::size_t limit) const;
   // Slots here whose lock a failed process holds.
   std::uint64_t dead_owned() const;
 
@@ -117,7 +126,6 @@ private:
     int writer = -1;    // global: current rank of the write grant's holder
     int writer_id = -1; // its stable id: recovery must know whether it failed
     std::vector<int> readers;
-    std::uint64_t last_grant = 0;
     // A grant that waits for invalidation acks: its reply, the old block to free, and requests
     // for the same slot that arrived meanwhile.
     int pending_acks = 0;
@@ -140,6 +148,8 @@ private:
   void grant_next_locked(const SlotId &id, HeldSlot &slot);
   // Frees the lock of `slot`, and with kUnlockDropPending the key's pending slot.
   void release_locked(const SlotId &id, HeldSlot &slot, std::uint32_t flags);
+  // Frees value slot `id` and the key's pending slot, and forgets them.
+  void reclaim_locked(const SlotId &id);
   // Moves `slot` to a block of at least `need` bytes, keeping its value and lock word; the old
   // block is released. Throws std::bad_alloc or StoreError when memory runs out.
   void grow_locked(const SlotId &id, HeldSlot &slot, std::size_t need);
@@ -158,6 +168,9 @@ private:
   std::unique_ptr<SlotAllocator> allocator_;
   Table table_;
   std::atomic<std::uint64_t> enlargements_served_{0};
+  // Grant numbers, rising across all slots here: a slot freed and made again for the same key
+  // must not hand out numbers that a cacher's invalidation floor still covers (KeyCache).
+  std::uint64_t grant_clock_ = 0;
   // Slots a failed process could still write into (its data may be in flight): never reused.
   std::vector<SlotAllocator::Block> quarantined_;
 };

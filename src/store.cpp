@@ -234,9 +234,10 @@ void Store::on_message(const CtrlMsg &msg, int source) {
   case MsgType::kInvalidateAck:
     c.table.on_invalidate_ack(msg);
     break;
-  case MsgType::kRegister:
-    c.known.add(msg.key);
-    c.rt.helper->send(source, kTagReply, reply_to(msg));
+  case MsgType::kWitness:
+  case MsgType::kUnwitness:
+  case MsgType::kWitnessQuery:
+    c.rt.helper->send(source, msg.reply_tag, c.witnesses.serve(msg));
     break;
   case MsgType::kLock:
     if (auto reply = c.table.serve_lock(msg, source)) c.rt.helper->send(source, msg.reply_tag, *reply);
@@ -244,6 +245,16 @@ void Store::on_message(const CtrlMsg &msg, int source) {
   case MsgType::kUnlock:
     c.table.serve_unlock(msg);
     break;
+  case MsgType::kReclaim:
+    c.table.serve_reclaim(msg, source);
+    break;
+  case MsgType::kList: {
+    const std::vector<std::uint64_t> keys = c.engine.local_keys(msg.key, msg.version, msg.length);
+    std::vector<std::uint64_t> words{msg.request, keys.size()};
+    words.insert(words.end(), keys.begin(), keys.end());
+    c.rt.helper->send_words(source, kTagList, std::move(words));
+    break;
+  }
   case MsgType::kRepairNeeded:
   case MsgType::kLost:
     variant_->on_message(msg);
@@ -270,7 +281,9 @@ void Store::put(std::uint64_t key, const void *buf, std::size_t len) {
   require_healthy();
   if (tx_open_) {
     const auto *b = static_cast<const std::byte *>(buf);
-    tx_values_[key].assign(b, b + len);
+    TxOp &op = tx_values_[key];
+    op.del = false;
+    op.bytes.assign(b, b + len);
     return;
   }
   if (variant_->mode() == STORE_MODE_TRANSACTION) {
@@ -280,15 +293,75 @@ void Store::put(std::uint64_t key, const void *buf, std::size_t len) {
   variant_->put(key, buf, len);
 }
 
+void Store::del(std::uint64_t key) {
+  require_healthy();
+  if (tx_open_) {
+    TxOp &op = tx_values_[key];
+    op.del = true;
+    op.bytes.clear();
+    return;
+  }
+  if (variant_->mode() == STORE_MODE_TRANSACTION) {
+    throw StoreError(STORE_ERR_MODE, "after store_recover, deletes must be inside a transaction");
+  }
+  variant_->del(key);
+}
+
+std::vector<std::uint64_t> Store::list(std::uint64_t first, std::uint64_t last, std::size_t limit, bool *more) {
+  require_healthy();
+  return variant_->list(first, last, limit, more);
+}
+
+void Store::put_many(const std::vector<PutItem> &items) {
+  require_healthy();
+  if (tx_open_) {
+    for (const PutItem &it : items) {
+      const auto *b = static_cast<const std::byte *>(it.buf);
+      TxOp &op = tx_values_[it.key];
+      op.del = false;
+      op.bytes.assign(b, b + it.len);
+    }
+    return;
+  }
+  if (variant_->mode() == STORE_MODE_TRANSACTION) {
+    throw StoreError(STORE_ERR_MODE, "after store_recover, puts must be inside a transaction");
+  }
+  RMASTORE_FAULT_POINT("put.start");
+  variant_->put_many(items);
+}
+
+void Store::get_many(std::vector<GetItem> &items) {
+  require_healthy();
+  if (!tx_open_) {
+    variant_->get_many(items);
+    return;
+  }
+  // Keys of the open transaction are read back from it; the others go to the store.
+  std::vector<GetItem> rest;
+  std::vector<std::size_t> where;
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    if (tx_values_.count(items[i].key) > 0) {
+      items[i].status = get(items[i].key, items[i].buf, items[i].capacity, &items[i].len);
+    } else {
+      rest.push_back(items[i]);
+      where.push_back(i);
+    }
+  }
+  variant_->get_many(rest);
+  for (std::size_t k = 0; k < rest.size(); ++k) items[where[k]] = rest[k];
+}
+
 store_status_t Store::get(std::uint64_t key, void *buf, std::size_t capacity, std::size_t *len) {
   require_healthy();
   if (tx_open_) {
-    // A value put in the open transaction is read back by this process.
+    // A value put or deleted in the open transaction is read back by this process.
     auto it = tx_values_.find(key);
     if (it != tx_values_.end()) {
-      *len = it->second.size();
-      if (it->second.size() > capacity) return STORE_ERR_TRUNCATED;
-      if (!it->second.empty()) std::memcpy(buf, it->second.data(), it->second.size());
+      if (it->second.del) return STORE_ERR_NOT_FOUND;
+      const std::vector<std::byte> &v = it->second.bytes;
+      *len = v.size();
+      if (v.size() > capacity) return STORE_ERR_TRUNCATED;
+      if (!v.empty()) std::memcpy(buf, v.data(), v.size());
       return STORE_OK;
     }
   }

@@ -38,6 +38,12 @@ public:
   Store &operator=(const Store &) = delete;
 
   void put(std::uint64_t key, const void *buf, std::size_t len);
+  void del(std::uint64_t key);
+  // Keys must be distinct (the C boundary checks).
+  void put_many(const std::vector<PutItem> &items);
+  void get_many(std::vector<GetItem> &items);
+  // store_list: at most `limit` keys in [first, last], ascending; *more if some may follow.
+  std::vector<std::uint64_t> list(std::uint64_t first, std::uint64_t last, std::size_t limit, bool *more);
   // Returns STORE_OK, STORE_ERR_NOT_FOUND, STORE_ERR_DATA_LOST or STORE_ERR_TRUNCATED (with
   // *len = needed length).
   store_status_t get(std::uint64_t key, void *buf, std::size_t capacity, std::size_t *len);
@@ -72,6 +78,11 @@ public:
   // process knows of.
   std::vector<int> current_holders(std::uint64_t key) { return variant_->holders(key); }
   std::shared_ptr<const Placement> placement() const { return core_->membership.view()->placement; }
+  // For tests: the keys recorded here (witnesses.hpp), and the current ranks of a key's
+  // witnesses and of all its keepers (holders, then witnesses).
+  std::vector<std::uint64_t> recorded_keys() const { return core_->witnesses.all(); }
+  std::vector<int> witnesses_of(std::uint64_t key) const { return core_->membership.view()->witnesses_of(key); }
+  std::vector<int> keepers_of(std::uint64_t key) const { return core_->membership.view()->keepers_of(key); }
   int rank() const { return core_->rt.rank; }
   int size() const { return core_->rt.size; }
   int stable_id() const { return core_->id; }

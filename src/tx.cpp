@@ -19,7 +19,8 @@ void write_commit(std::uint64_t seq, const std::vector<TxItem> &items, const Slo
   for (const TxItem &it : items) {
     if (!first) RMASTORE_FAULT_POINT("tx.between_pending");
     first = false;
-    write(it.pending_copies, it.key, it.version, it.value->size(), make_flags(0, Ns::kPending, seq), it.value->data());
+    write(it.pending_copies, it.key, it.version, it.op->bytes.size(),
+          make_flags(it.op->del ? kFlagDeleted : 0, Ns::kPending, seq), it.op->bytes.data());
   }
   RMASTORE_FAULT_POINT("tx.before_record");
   write(record_copies, record.key, seq, contents.size() * sizeof(std::uint64_t), make_flags(0, Ns::kTxRecord),
@@ -29,7 +30,8 @@ void write_commit(std::uint64_t seq, const std::vector<TxItem> &items, const Slo
   for (const TxItem &it : items) {
     if (!first) RMASTORE_FAULT_POINT("tx.during_apply");
     first = false;
-    write(it.value_copies, it.key, it.version, it.value->size(), make_flags(0, Ns::kValue), it.value->data());
+    write(it.value_copies, it.key, it.version, it.op->bytes.size(),
+          make_flags(it.op->del ? kFlagDeleted : 0, Ns::kValue), it.op->bytes.data());
   }
 }
 

@@ -3,10 +3,12 @@
 // Commit, for a transaction T of this process:
 //   1. write grants (global) or locks (localized) for every key's value and its pending slot
 //      (namespace kPending), and for the decision record;
-//   2. every value goes to the pending slots of its holders, tagged with T;
+//   2. every value goes to the pending slots of its holders, tagged with T (a deleted key's
+//      tombstone too);
 //   3. the decision record (namespace kTxRecord, named by this process, version T) is written
 //      to its holders. This is the commit point: a record on any survivor means committed;
-//   4. every value goes to its value slots.
+//   4. every value goes to its value slots (a deleted key's tombstone; the variant then drops
+//      its records and frees its slots, as store_delete does).
 // What a failure interrupted is decided from what survives (decide.hpp): by store_recover in
 // the global variant, by the repairs in the localized one. Pending values of a committed T that
 // are newer than the key's value are rolled forward, all others discarded.
@@ -25,7 +27,7 @@ namespace rmastore::internal {
 
 struct TxItem {
   std::uint64_t key;
-  const std::vector<std::byte> *value;
+  const TxOp *op;        // a value, or a delete (a tombstone in both slots)
   std::uint64_t version; // the value's version once committed
   std::vector<Copy> value_copies, pending_copies;
 };

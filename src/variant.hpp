@@ -16,8 +16,29 @@
 
 namespace rmastore::internal {
 
-// A transaction's values by key.
-using TxValues = std::map<std::uint64_t, std::vector<std::byte>>;
+// What a transaction does to one key: put `bytes`, or delete it.
+struct TxOp {
+  bool del = false;
+  std::vector<std::byte> bytes;
+};
+using TxValues = std::map<std::uint64_t, TxOp>;
+
+// store_put_many and store_get_many: one key each, distinct keys.
+struct PutItem {
+  std::uint64_t key;
+  const void *buf;
+  std::size_t len;
+};
+struct GetItem {
+  std::uint64_t key;
+  void *buf;
+  std::size_t capacity;
+  std::size_t len = 0;
+  store_status_t status = STORE_OK; // as store_get's
+};
+// How many keys a batch works on at once: it bounds the requests in flight, the staging memory
+// (up to 16 KiB per value) and the messages queued at one holder.
+inline constexpr std::size_t kBatchKeys = 512;
 
 class Variant {
 public:
@@ -34,8 +55,15 @@ public:
   virtual void check_usable() const = 0;
 
   virtual void put(std::uint64_t key, const void *buf, std::size_t len) = 0;
+  // store_delete: every copy goes (a tombstone first, then the slots), and the key's records.
+  virtual void del(std::uint64_t key) = 0;
   // STORE_OK, STORE_ERR_NOT_FOUND, STORE_ERR_DATA_LOST or STORE_ERR_TRUNCATED.
   virtual store_status_t get(std::uint64_t key, void *buf, std::size_t capacity, std::size_t *len) = 0;
+  // put and get of many keys, their round trips overlapped (at most kBatchKeys at a time).
+  virtual void put_many(const std::vector<PutItem> &items) = 0;
+  virtual void get_many(std::vector<GetItem> &items) = 0;
+  // store_list, asked of every process this variant counts alive.
+  virtual std::vector<std::uint64_t> list(std::uint64_t first, std::uint64_t last, std::size_t limit, bool *more) = 0;
   virtual void commit(const TxValues &values) = 0;
   // A helper message only this variant sends (kRepairNeeded, kLost). Helper thread.
   virtual void on_message(const CtrlMsg &msg) = 0;

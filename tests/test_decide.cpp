@@ -20,6 +20,9 @@ CopyReport complete(int holder, std::uint64_t version, std::uint32_t writer = 1,
 CopyReport with_state(int holder, CopyState state) {
   return CopyReport{holder, state, kNoVersion, 0, 0, 0};
 }
+CopyReport tombstone(int holder, std::uint64_t version, std::uint32_t writer = 1, std::uint64_t tx = 0) {
+  return CopyReport{holder, CopyState::kDeleted, version, 0, writer, tx};
+}
 const CommittedFn kNone = [](std::uint32_t, std::uint64_t) { return false; };
 
 } // namespace
@@ -109,13 +112,39 @@ TEST(Decide, ClassifyCopy) {
   EXPECT_EQ(classify_copy(header(), slot, 64, 5, Ns::kValue), CopyState::kTorn);
 }
 
+TEST(Decide, NewerTombstoneDeletesOlderValueSurvivesOlderTombstone) {
+  // A delete that stopped half-way: one holder has its tombstone, the other the old value.
+  SlotDecision d = decide_slot(true, {0, 1}, {complete(0, 3), tombstone(1, 4)}, {}, true, kNone);
+  EXPECT_EQ(d.outcome, Outcome::kRestore);
+  EXPECT_TRUE(d.deleted);
+  EXPECT_EQ(d.version, 4u);
+  EXPECT_EQ(d.sources, std::vector<int>{1});
+  EXPECT_EQ(d.targets, std::vector<int>{0});
+  // A put after a delete: the value is newer than the tombstone.
+  d = decide_slot(true, {0, 1}, {complete(0, 5), tombstone(1, 4)}, {}, true, kNone);
+  EXPECT_EQ(d.outcome, Outcome::kRestore);
+  EXPECT_FALSE(d.deleted);
+  EXPECT_EQ(d.version, 5u);
+}
+
+TEST(Decide, CommittedDeleteRollsForward) {
+  const CommittedFn yes = [](std::uint32_t, std::uint64_t) { return true; };
+  const SlotDecision d =
+      decide_slot(true, {0, 1}, {complete(0, 2), complete(1, 2)}, {tombstone(0, 3, 7, 1)}, true, yes);
+  EXPECT_EQ(d.outcome, Outcome::kRestore);
+  EXPECT_TRUE(d.roll_forward);
+  EXPECT_TRUE(d.deleted);
+  EXPECT_EQ(d.sources, std::vector<int>{0});
+}
+
 // Every combination of: value copies of holders 0 and 1 and of a non-holder 2 (absent, empty,
-// lost, torn, version 1, version 2); pending copies of each (absent, torn, version 2 of
-// transaction A, version 3 of transaction B); which transactions committed; known or not; value
-// or record. Each decision is checked against the rules stated directly.
+// lost, torn, version 1, version 2, a tombstone of version 4); pending copies of each (absent,
+// torn, version 2 of transaction A, version 3 of transaction B, a tombstone of version 3 of
+// transaction B); which transactions committed; known or not; value or record. Each decision is
+// checked against the rules stated directly.
 TEST(Decide, Exhaustive) {
-  enum V { kAbsent, kEmpty, kLostV, kTornV, kV1, kV2, kVCount };
-  enum P { kNoP, kTornP, kPA, kPB, kPCount };
+  enum V { kAbsent, kEmpty, kLostV, kTornV, kV1, kV2, kD4, kVCount };
+  enum P { kNoP, kTornP, kPA, kPB, kPD, kPCount };
   const std::vector<int> holders{0, 1};
   std::size_t states = 0, forwards = 0, backs = 0, losts = 0;
   for (int code = 0; code < kVCount * kVCount * kVCount; ++code) {
@@ -144,6 +173,9 @@ TEST(Decide, Exhaustive) {
               case kV2:
                 copies.push_back(complete(r, 2));
                 break;
+              case kD4:
+                copies.push_back(tombstone(r, 4));
+                break;
               default:
                 break;
               }
@@ -156,6 +188,9 @@ TEST(Decide, Exhaustive) {
                 break;
               case kPB:
                 pending.push_back(complete(r, 3, 8, 2));
+                break;
+              case kPD:
+                pending.push_back(tombstone(r, 3, 8, 2));
                 break;
               default:
                 break;
@@ -170,19 +205,30 @@ TEST(Decide, Exhaustive) {
             const SlotDecision d = decide_slot(is_value != 0, holders, copies, pending, known != 0, committed);
 
             // The rules.
+            const auto version_of = [](int state) -> std::uint64_t {
+              return state == kV1 ? 1 : state == kV2 ? 2 : state == kD4 ? 4 : kNoVersion;
+            };
             std::uint64_t best = kNoVersion;
             bool written = false;
             for (int r = 0; r < 3; ++r) {
-              if (v[r] == kV1 || v[r] == kV2) best = std::max<std::uint64_t>(best, v[r] == kV1 ? 1 : 2);
+              best = std::max<std::uint64_t>(best, version_of(v[r]));
               written = written || (v[r] != kAbsent && v[r] != kEmpty);
             }
+            const bool best_deleted = best == 4;
             bool newer = false;
             std::uint64_t forward = kNoVersion;
             for (int r = 0; r < 3 && is_value; ++r) {
-              const std::uint64_t pv = p[r] == kPA ? 2 : p[r] == kPB ? 3 : kNoVersion;
+              const std::uint64_t pv = p[r] == kPA ? 2 : (p[r] == kPB || p[r] == kPD) ? 3 : kNoVersion;
               if (pv == kNoVersion || pv <= best) continue;
               newer = true;
-              if ((p[r] == kPA && a_committed) || (p[r] == kPB && b_committed)) forward = std::max(forward, pv);
+              if ((p[r] == kPA && a_committed) || ((p[r] == kPB || p[r] == kPD) && b_committed))
+                forward = std::max(forward, pv);
+            }
+            // Transaction B's copies are a value or a tombstone: the first holder's decides.
+            int forward_state = kNoP;
+            for (int r = 0; r < 3 && forward != kNoVersion && forward_state == kNoP; ++r) {
+              const bool at = forward == 2 ? p[r] == kPA : (p[r] == kPB || p[r] == kPD);
+              if (at) forward_state = p[r];
             }
             SCOPED_TRACE(testing::Message() << "copies " << v[0] << v[1] << v[2] << " pending " << p[0] << p[1] << p[2]
                                             << " commits " << commits << " known " << known << " value " << is_value);
@@ -203,9 +249,10 @@ TEST(Decide, Exhaustive) {
             if (forward != kNoVersion) {
               ASSERT_EQ(d.outcome, Outcome::kRestore);
               ASSERT_EQ(d.version, forward);
+              ASSERT_EQ(d.deleted, forward_state == kPD);
               ASSERT_EQ(asked_versions.back(), forward);
               for (int r = 0; r < 3; ++r) {
-                if ((forward == 2 && p[r] == kPA) || (forward == 3 && p[r] == kPB)) sources.push_back(r);
+                if (p[r] == forward_state) sources.push_back(r);
               }
               ASSERT_EQ(d.sources, sources);
               ASSERT_EQ(d.targets, holders);
@@ -222,10 +269,11 @@ TEST(Decide, Exhaustive) {
             }
             ASSERT_EQ(d.outcome, Outcome::kRestore);
             ASSERT_EQ(d.version, best);
-            ASSERT_EQ(d.length, best * 10);
+            ASSERT_EQ(d.deleted, best_deleted);
+            ASSERT_EQ(d.length, best_deleted ? 0 : best * 10);
             std::vector<int> targets;
             for (int r = 0; r < 3; ++r) {
-              const bool has = (v[r] == kV1 && best == 1) || (v[r] == kV2 && best == 2);
+              const bool has = version_of(v[r]) == best;
               if (has) sources.push_back(r);
               if (!has && r < 2) targets.push_back(r);
             }
@@ -237,8 +285,26 @@ TEST(Decide, Exhaustive) {
     }
   }
   // The space covers every outcome.
-  EXPECT_EQ(states, std::size_t{216 * 64 * 4 * 2 * 2});
+  EXPECT_EQ(states, std::size_t{343 * 125 * 4 * 2 * 2});
   EXPECT_GT(forwards, 0u);
   EXPECT_GT(backs, 0u);
   EXPECT_GT(losts, 0u);
+}
+
+TEST(Decide, ClassifiesTombstones) {
+  alignas(64) std::byte slot[kHeaderBytes + 64]{};
+  SlotHeader h{};
+  h.capacity = 64;
+  h.key = 5;
+  h.version = 3;
+  h.flags = make_flags(kFlagDeleted, Ns::kValue);
+  h.checksum = slot_checksum(h, slot + kHeaderBytes);
+  store_header(slot, h);
+  EXPECT_EQ(classify_copy(load_header(slot), slot, 64, 5, Ns::kValue), CopyState::kDeleted);
+  EXPECT_TRUE(slot_deleted(load_header(slot)));
+  // A tombstone carries no value: one with a length does not check.
+  h.length = 8;
+  h.checksum = slot_checksum(h, slot + kHeaderBytes);
+  store_header(slot, h);
+  EXPECT_EQ(classify_copy(load_header(slot), slot, 64, 5, Ns::kValue), CopyState::kTorn);
 }

@@ -5,7 +5,7 @@
 //
 //   test_failure --replicas R --victims a,b [--killers a] [--kill-at N] [--tx 0|1] [--keys K]
 //                [--rounds N] [--detector notify|ping] [--localized 0|1] [--compact 0|1]
-//                [--expect-loss 0|1] [--host-loss 0|1]
+//                [--expect-loss 0|1] [--host-loss 0|1] [--delete 0|1] [--batch 0|1|2]
 //   test_failure --seed S --kills K [--localized 0|1]
 //
 // With --localized 1 the store uses the localized recovery variant: no call may report the
@@ -16,6 +16,13 @@
 // --expect-loss 1 lets as many processes die as there are copies: the keys whose every copy sat
 // on the victims must then be reported, by store_get (STORE_ERR_DATA_LOST) and in lost_count
 // of store_last_recovery, and every other key must be whole.
+//
+// --delete 1: some operations of the rounds delete a key instead of putting it (in the
+// transaction with --tx 1); a deleted key must read as not found, unless the delete was under
+// way when the failure struck (then it may also hold its value from before).
+//
+// --batch 1: each round's puts of a rank go out as one store_put_many; --batch 2: as
+// store_put_nb, then store_wait for each (with the same guarantees as store_put).
 //
 // --host-loss 1 (across simulated hosts, scripts/multihost.sh): the victims must be exactly the
 // ranks of one host; the first kills that host's Open MPI daemon and dies, the others die with
@@ -79,6 +86,8 @@ struct Options {
   bool compact = false; // localized: store_recover at the end of each episode
   bool expect_loss = false;
   bool host_loss = false; // the victims are the ranks of one host, and its daemon dies with them
+  bool deletes = false;   // some operations delete their key
+  int batch = 0;          // 1: puts as store_put_many, 2: as store_put_nb
   int detector = STORE_DETECTOR_NOTIFY;
   std::vector<Episode> episodes;
   std::string fault; // RMASTORE_FAULT chosen by a seed
@@ -152,6 +161,8 @@ void draw(Options &o, int kills, int p) {
     o.episodes.push_back(e);
     kills -= n;
   }
+  // Drawn last, so that the draws above are those of the seeds before deletes existed.
+  o.deletes = pick(2) == 0;
 }
 
 // The deaths the runner must find markers of (tests/mpirun_test.sh checks RMASTORE_FAULT of
@@ -197,7 +208,8 @@ std::vector<std::string> expected_deaths(const Options &o) {
 
 constexpr char kUsage[] =
     "test_failure --replicas R --victims A[,B...] [--killers A[,B...]] [--kill-at N] [--tx 0|1] [--keys K] "
-    "[--rounds N] [--detector notify|ping] [--localized 0|1] [--compact 0|1] [--expect-loss 0|1] [--host-loss 0|1]\n"
+    "[--rounds N] [--detector notify|ping] [--localized 0|1] [--compact 0|1] [--expect-loss 0|1] [--host-loss 0|1] "
+    "[--delete 0|1] [--batch 0|1|2]\n"
     "       test_failure --seed S --kills K [--localized 0|1]";
 
 // A comma-separated list of world ranks.
@@ -224,7 +236,9 @@ Options parse(int argc, char **argv) {
     kVictims,
     kKillers,
     kSeed,
-    kKills
+    kKills,
+    kDelete,
+    kBatch
   };
   static const option options[] = {{"replicas", required_argument, nullptr, kReplicas},
                                    {"kill-at", required_argument, nullptr, kKillAt},
@@ -240,6 +254,8 @@ Options parse(int argc, char **argv) {
                                    {"killers", required_argument, nullptr, kKillers},
                                    {"seed", required_argument, nullptr, kSeed},
                                    {"kills", required_argument, nullptr, kKills},
+                                   {"delete", required_argument, nullptr, kDelete},
+                                   {"batch", required_argument, nullptr, kBatch},
                                    {"help", no_argument, nullptr, 'h'},
                                    {nullptr, 0, nullptr, 0}};
   const Cli cli{kUsage};
@@ -273,6 +289,12 @@ Options parse(int argc, char **argv) {
       break;
     case kHostLoss:
       o.host_loss = flag("--host-loss");
+      break;
+    case kDelete:
+      o.deletes = flag("--delete");
+      break;
+    case kBatch:
+      o.batch = static_cast<int>(cli.integer("--batch", optarg, 0, 2));
       break;
     case kDetector:
       if (std::strcmp(optarg, "ping") == 0) {
@@ -312,6 +334,7 @@ Options parse(int argc, char **argv) {
   cli.no_operands(argc, argv);
   if (o.seed != 0) {
     if (fixed) cli.error("--seed draws the deaths itself: give no --victims, --killers or --kill-at with it");
+    if (o.deletes) cli.error("--seed draws --delete itself");
     if (kills == 0) cli.error("--seed needs --kills");
     draw(o, kills, p);
   } else {
@@ -324,11 +347,23 @@ Options parse(int argc, char **argv) {
 }
 
 // What every rank knows about its own keys (and those it took over), visible to all ranks of
-// the node.
+// the node. A version with kDeleted set is a delete's: the key has no value of that version.
 struct KeyRecord {
-  std::atomic<std::uint64_t> committed; // last version whose put returned STORE_OK
-  std::atomic<std::uint64_t> inflight;  // version of a put under way, 0 if none
+  std::atomic<std::uint64_t> committed; // last version whose put (or delete) returned STORE_OK
+  std::atomic<std::uint64_t> inflight;  // version of a put (or delete) under way, 0 if none
 };
+constexpr std::uint64_t kDeleted = std::uint64_t{1} << 63;
+
+// --delete: whether the operation of `version` on `key` deletes it. Never the first value of a
+// key (version 1) nor the values after a recovery (take_over), so that every key exists there.
+bool deletes_at(const Options &o, store_key_t key, std::uint64_t version) {
+  return o.deletes && version != 1 && version % 100 != 90 && (key * 7 + version * 13) % 3 == 0;
+}
+
+// `key` may read as not found: it was never put, or a delete returned or was under way.
+bool may_be_absent(std::uint64_t committed, std::uint64_t inflight) {
+  return committed == 0 || (committed & kDeleted) != 0 || (inflight & kDeleted) != 0;
+}
 
 KeyRecord *shared_records(int ranks, int keys) {
   long id = static_cast<long>(getpid());
@@ -551,29 +586,86 @@ public:
       const store_status_t st = store_tx_begin(s_);
       if (st != STORE_OK) return failed_as_expected(st, "tx_begin"); // a failure is known already
     }
-    for (auto [r, k] : mine) {
+    std::vector<std::uint64_t> done(mine.size());
+    // --batch: the puts are gathered and go out together after the deletes.
+    std::vector<std::size_t> batched;
+    std::vector<std::vector<std::byte>> values;
+    for (std::size_t i = 0; i < mine.size(); ++i) {
+      const auto [r, k] = mine[i];
       const store_key_t key = key_of(r, k);
-      const auto v = make_value(key, version, length_of(key, version));
-      record(r, k).inflight = version;
-      const store_status_t st = timed("store_put", [&] { return store_put(s_, key, v.data(), v.size()); });
+      const bool del = deletes_at(opt_, key, version);
+      done[i] = version | (del ? kDeleted : 0);
+      record(r, k).inflight = done[i];
+      if (opt_.batch != 0 && !del) {
+        batched.push_back(i);
+        values.push_back(make_value(key, version, length_of(key, version)));
+        continue;
+      }
+      store_status_t st;
+      if (del) {
+        st = timed("store_delete", [&] { return store_delete(s_, key); });
+      } else {
+        const auto v = make_value(key, version, length_of(key, version));
+        st = timed("store_put", [&] { return store_put(s_, key, v.data(), v.size()); });
+      }
       if (tx && st != STORE_OK) {
-        failed_as_expected(st, "put in a transaction");
+        failed_as_expected(st, del ? "delete in a transaction" : "put in a transaction");
         CHECK(store_tx_abort(s_) == STORE_OK, "tx_abort");
         return false;
       }
       if (tx) continue;
-      if (st != STORE_OK) return failed_as_expected(st, "put");
-      record(r, k).committed = version;
+      if (st != STORE_OK) return failed_as_expected(st, del ? "delete" : "put");
+      record(r, k).committed = done[i];
       record(r, k).inflight = 0;
+    }
+    if (!batched.empty()) {
+      const store_status_t st = timed(opt_.batch == 1 ? "store_put_many" : "store_put_nb/store_wait",
+                                      [&] { return put_batch(batched, mine, values); });
+      if (tx && st != STORE_OK) {
+        failed_as_expected(st, "batch in a transaction");
+        CHECK(store_tx_abort(s_) == STORE_OK, "tx_abort");
+        return false;
+      }
+      if (!tx && st != STORE_OK) return failed_as_expected(st, "batch");
+      for (std::size_t i : batched) {
+        if (tx) continue;
+        record(mine[i].first, mine[i].second).committed = done[i];
+        record(mine[i].first, mine[i].second).inflight = 0;
+      }
     }
     if (!tx) return true;
     const store_status_t st = timed("store_tx_commit", [&] { return store_tx_commit(s_); });
     if (st != STORE_OK) return failed_as_expected(st, "commit");
-    for (auto [r, k] : mine) {
-      record(r, k).committed = version;
-      record(r, k).inflight = 0;
+    for (std::size_t i = 0; i < mine.size(); ++i) {
+      record(mine[i].first, mine[i].second).committed = done[i];
+      record(mine[i].first, mine[i].second).inflight = 0;
     }
     return true;
+  }
+
+  // --batch: the puts of `which` (indexes into `mine`, values in `values`) at once. The first
+  // status that is not STORE_OK, after every request completed.
+  store_status_t put_batch(const std::vector<std::size_t> &which, const std::vector<std::pair<int, int>> &mine,
+                           const std::vector<std::vector<std::byte>> &values) {
+    std::vector<store_key_t> keys;
+    std::vector<const void *> bufs;
+    std::vector<size_t> lens;
+    for (std::size_t j = 0; j < which.size(); ++j) {
+      keys.push_back(key_of(mine[which[j]].first, mine[which[j]].second));
+      bufs.push_back(values[j].data());
+      lens.push_back(values[j].size());
+    }
+    if (opt_.batch == 1) return store_put_many(s_, keys.size(), keys.data(), bufs.data(), lens.data());
+    std::vector<store_request_t> reqs(keys.size(), nullptr);
+    store_status_t first = STORE_OK;
+    for (std::size_t j = 0; j < keys.size() && first == STORE_OK; ++j)
+      first = store_put_nb(s_, keys[j], bufs[j], lens[j], &reqs[j]);
+    for (store_request_t &r : reqs) {
+      if (r == nullptr) continue;
+      const store_status_t st = store_wait(&r);
+      if (first == STORE_OK) first = st;
+    }
+    return first;
   }
 
   // Operations until the episode's failure is reported.
@@ -593,6 +685,9 @@ public:
         ++ops;
         const int other = (me_ + round + k) % p_;
         size_t len = 0;
+        // Its writer may change the key meanwhile: a delete before or during the get may explain
+        // a "not found".
+        const bool absent_before = may_be_absent(record(other, k).committed, record(other, k).inflight);
         const store_status_t gs =
             timed("store_get", [&] { return store_get(s_, key_of(other, k), buf_.data(), buf_.size(), &len); });
         std::uint64_t got = 0;
@@ -600,9 +695,16 @@ public:
           failed_as_expected(gs, "get");
           saw_failure(e);
         } else if (gs == STORE_ERR_NOT_FOUND) {
-          CHECK(record(other, k).committed == 0, "get: not found"); // only if never committed
+          // Only if never committed, or deleted.
+          CHECK(absent_before || may_be_absent(record(other, k).committed, record(other, k).inflight),
+                "get of key %llu: not found (committed %#llx, in flight %#llx)", (unsigned long long)key_of(other, k),
+                (unsigned long long)record(other, k).committed.load(),
+                (unsigned long long)record(other, k).inflight.load());
         } else if (gs == STORE_ERR_DATA_LOST) {
-          CHECK(lost(key_of(other, k), e.victims), "get: %s", store_strerror(gs));
+          CHECK(lost(key_of(other, k), e.victims), "get of key %llu: %s (committed %#llx, in flight %#llx)",
+                (unsigned long long)key_of(other, k), store_strerror(gs),
+                (unsigned long long)record(other, k).committed.load(),
+                (unsigned long long)record(other, k).inflight.load());
         } else {
           CHECK(gs == STORE_OK && check_value(key_of(other, k), buf_.data(), len, &got), "get: %s", store_strerror(gs));
         }
@@ -732,7 +834,27 @@ public:
           ++lost_seen_;
           continue;
         }
-        if (gs == STORE_ERR_NOT_FOUND && committed == 0) continue; // its first put never returned
+        if (gs == STORE_ERR_NOT_FOUND && may_be_absent(committed, inflight)) {
+          // Never put, or deleted (with transactions: the version of the delete counts towards
+          // the rank's one version, when only one of the two was a delete).
+          const bool c = (committed & kDeleted) != 0, i = (inflight & kDeleted) != 0;
+          if (c != i) {
+            const std::uint64_t v = (c ? committed : inflight) & ~kDeleted;
+            if (!first && v != rank_version) mixed = true;
+            first = false;
+            rank_version = v;
+          }
+          // No copy is left where the key is placed: a deleted key's memory went back.
+          const std::vector<int> holders = impl->holders(key);
+          if (std::find(holders.begin(), holders.end(), impl->rank()) != holders.end()) {
+            rmastore::internal::SlotHeader h;
+            std::vector<std::byte> copy;
+            CHECK(!impl->read_local_copy(key, h, copy) || rmastore::internal::slot_deleted(h),
+                  "key %llu reads as not found, but this holder has a copy of version %llu", (unsigned long long)key,
+                  (unsigned long long)h.version);
+          }
+          continue;
+        }
         const bool good = gs == STORE_OK && check_value(key, buf_.data(), len, &got);
         CHECK(good, "key %llu of rank %d: %s", (unsigned long long)key, rank, store_strerror(gs));
         if (good) {

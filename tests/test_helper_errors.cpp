@@ -2,8 +2,9 @@
 // reply that never comes, until some unrelated failure ends its wait.
 //
 // Rank 0's helper runs a handler that throws for every message. Rank 1 sends it each request
-// type that expects a reply (a write grant, a lookup, a registration, a lock for the application
-// thread and one for the repair thread, whose replies go to their own tag) and must get, for
+// type that expects a reply (a write grant, a lookup, a lock for the application thread and one
+// for the repair thread, whose replies go to their own tag, and the three witness requests from
+// either thread) and must get, for
 // each, an error reply on the tag the requester listens on, within a bound scaled with
 // RMASTORE_TEST_TIME_SCALE. The premise, that the handler threw for each request, is counted.
 #include <atomic>
@@ -60,9 +61,12 @@ int main(int argc, char **argv) {
 
   const Case cases[] = {{"write grant", MsgType::kAcquireWrite, kTagReply},
                         {"lookup", MsgType::kLookup, kTagReply},
-                        {"registration", MsgType::kRegister, kTagReply},
                         {"lock", MsgType::kLock, kTagReply},
-                        {"repair lock", MsgType::kLock, kTagRepairReply}};
+                        {"repair lock", MsgType::kLock, kTagRepairReply},
+                        {"witness record", MsgType::kWitness, kTagReply},
+                        {"witness removal", MsgType::kUnwitness, kTagRepairReply},
+                        {"witness query", MsgType::kWitnessQuery, kTagReply},
+                        {"repair's witness query", MsgType::kWitnessQuery, kTagRepairReply}};
   constexpr int kCases = sizeof cases / sizeof cases[0];
   std::atomic<int> thrown{0};
   {

@@ -1,10 +1,10 @@
-// A slot lock is released with the lock word it was taken with, even when the epoch (the count
-// of completed recoveries, part of every lock word) moved in between. An earlier version
-// recomputed the word at release: a lock taken under one epoch and released under the next was
-// never freed, and its live owner held it for good (the repair thread could start before
-// store_recover moved the epoch). The race window was a few instructions wide, so this test
-// moves the epoch by hand between taking and releasing, on one process, with the real
-// LockClient and SlotTable.
+// A slot lock is released with the lock word it was taken with, even when the word the agent
+// would use now differs (today each acquisition has its own word; before, the word held the
+// epoch, the count of completed recoveries). An earlier version recomputed the word at release: a
+// lock taken under one epoch and released under the next was never freed, and its live owner
+// held it for good (the repair thread could start before store_recover moved the epoch). The
+// race window was a few instructions wide, so this test moves the epoch by hand between taking
+// and releasing, on one process, with the real LockClient and SlotTable.
 #include "core.hpp"
 #include "locks.hpp"
 #include "test_util.hpp"
@@ -38,7 +38,7 @@ int main(int argc, char **argv) {
     CHECK(!held.empty() && h.owner == held.front().owner, "premise: the lock is held (owner word %#llx)",
           static_cast<unsigned long long>(h.owner));
     ++c.rt.epoch; // what store_recover does; the old race let a lock straddle it
-    CHECK(c.app.lock_word() != held.front().owner, "premise: the new epoch changes the lock word");
+    CHECK(c.app.lock_word() != held.front().owner, "premise: the agent's lock word changed");
     locks.release(c.app, held);
     c.table.read_local_copy(id.key, h, value);
     CHECK(h.owner == kOwnerFree, "the lock is still held after its release (owner word %#llx)",

@@ -282,8 +282,8 @@ TEST(SlotAllocator, PropagatesAttachFailure) {
   EXPECT_THROW(a.allocate(10, 4, Ns::kValue), std::bad_alloc);
 }
 
-// A lock word names its holder (process id, store epoch, agent); it can never read as free or
-// retired, and two different holders never share one.
+// A lock word names its holder (process id, the agent's acquisition, agent); it can never read
+// as free or retired, and two different holds never share one.
 TEST(LockWord, NamesItsHolder) {
   std::set<std::uint64_t> seen;
   for (int id : {0, 1, 7, 4095, 1 << 20}) {

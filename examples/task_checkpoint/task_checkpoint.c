@@ -4,20 +4,29 @@
  * first three queens; tasks are numbered 0 .. N^3-1 and start out split evenly among the
  * workers. A worker with no tasks left steals half of a range from a random other worker
  * (dynamic load balancing). Each worker's state (its task ranges and the solutions it found)
- * lives in the store under its key, written after every task, so a dead worker's finished work
- * is kept and its unfinished tasks can be taken over:
+ * lives in the store under its key, so a dead worker's finished work is kept and its unfinished
+ * tasks can be taken over:
  *
+ *   - a task in progress has a checkpoint of its own (which subtrees of the fourth queen are
+ *     done, and their solutions), under a key in its worker's range of task keys, written after
+ *     every subtree;
+ *   - a finished task is folded into the worker's key and its checkpoint deleted, in one
+ *     transaction: the store holds one task checkpoint per worker at a time, and its memory
+ *     stays flat however many tasks run;
  *   - a steal is one transaction by the victim over both keys: tasks are never in flight
  *     outside the store, so none is lost and none is counted twice, even if either side dies;
  *   - after a failure the survivors call store_recover, then (in transaction mode) each dead
- *     worker's remaining tasks are adopted by one survivor, again in one transaction;
+ *     worker's remaining tasks are adopted by one survivor, again in one transaction, together
+ *     with the checkpoint of the task it was running, which the survivor finds by listing the
+ *     dead worker's range of task keys (store_list) and resumes where it stopped;
  *   - the program ends when every worker's key holds no task, and the sum of all workers'
- *     solutions must equal the known count.
+ *     solutions must equal the known count, with no task checkpoint left in the store.
  *
  *   mpirun --with-ft ulfm -n 4 ./task_checkpoint [--n 13] [--kill-rank 1] [--kill-after 100]
  *                                               [--kill2-rank -1] [--replicas 2]
  *
- * --kill-rank R dies (SIGKILL) after finishing --kill-after tasks; -1: no failure.
+ * --kill-rank R dies (SIGKILL) half-way through its first task after --kill-after finished
+ * ones; -1: no failure.
  * --kill2-rank R2 dies inside the survivors' recovery, after store_recover returned and before
  * the adoption: the survivors recover again. */
 #include <errno.h>
@@ -36,6 +45,10 @@
 #define TAG_ASK 1
 #define TAG_ANSWER 2
 #define DEATH_KEY 1000000 /* + world rank: when a killed worker died (now()) */
+/* Worker w's task checkpoints: key task_key(w, t) for task t, a range of 2^32 keys per worker. */
+static store_key_t task_key(int worker, uint32_t task) {
+  return ((store_key_t)(worker + 1) << 40) + task;
+}
 
 typedef struct {
   uint32_t lo, hi;
@@ -48,6 +61,13 @@ typedef struct {
   int32_t adopted_by; /* -1, or the worker that took over the remaining tasks */
   range_t r[MAX_RANGES];
 } worker_t;
+
+/* A task in progress: the subtrees of the fourth queen (one per column) done so far. */
+typedef struct {
+  uint32_t task;
+  uint32_t next; /* the next column of the fourth queen to try */
+  uint64_t solutions;
+} task_ckpt_t;
 
 static const uint64_t known[] = {1, 1, 0, 0, 2, 10, 4, 40, 92, 352, 724, 2680, 14200, 73712, 365596};
 
@@ -73,6 +93,10 @@ static int *alive_world; /* world rank of each rank of work */
 static int nalive, me;   /* size of work, rank in work */
 static int recoveries;
 static char *reported, *reported_adoption; /* already in the log */
+/* Task checkpoints this worker adopted from dead workers (under its own keys now). */
+static task_ckpt_t adopted_ckpts[MAX_RANGES];
+static int nadopted;
+static uint64_t ckpts_made, ckpts_deleted; /* task checkpoints this worker created and deleted */
 static MPI_Request ask_req = MPI_REQUEST_NULL;
 static int ask_buf;
 
@@ -106,17 +130,18 @@ static uint64_t solve(uint32_t cols, uint32_t d1, uint32_t d2, int row) {
   return count;
 }
 
-static uint64_t run_task(uint32_t t) {
+/* The first three queens of task t: 0 if they attack each other (the task has no subtree). */
+static int place_three(uint32_t t, uint32_t *cols, uint32_t *d1, uint32_t *d2) {
   uint32_t q[3] = {t / (uint32_t)(n * n), t / (uint32_t)n % (uint32_t)n, t % (uint32_t)n};
-  uint32_t cols = 0, d1 = 0, d2 = 0;
+  *cols = *d1 = *d2 = 0;
   for (int i = 0; i < 3; ++i) {
     uint32_t bit = 1u << q[i];
-    if ((cols | d1 | d2) & bit) return 0;
-    cols |= bit;
-    d1 = (d1 | bit) << 1;
-    d2 = (d2 | bit) >> 1;
+    if ((*cols | *d1 | *d2) & bit) return 0;
+    *cols |= bit;
+    *d1 = (*d1 | bit) << 1;
+    *d2 = (*d2 | bit) >> 1;
   }
-  return solve(cols, d1, d2, 3);
+  return 1;
 }
 
 /* ---- worker state in the store ------------------------------------------------------------- */
@@ -132,6 +157,64 @@ static store_status_t load(int worker, worker_t *w) {
   store_status_t st = store_get(store, (store_key_t)worker, w, sizeof *w, &len);
   if (st == STORE_OK && len != sizeof *w) die("a worker's state has the wrong size", STORE_ERR_INTERNAL);
   return st;
+}
+
+/* Set after a recovery: a task may have been checkpointed by this worker before the failure cut
+ * it short, so its checkpoint is looked up before it runs again. */
+static int look_for_own_ckpt;
+
+/* Task t (this worker runs it): its solutions in *found. Checkpointed after every subtree of the
+ * fourth queen, the last one's result going into the fold-in instead; *checkpointed says whether
+ * a checkpoint of it exists. A task adopted in progress resumes from its checkpoint. Returns
+ * STORE_OK, or a failure status (the checkpoint in the store says where the next try resumes). */
+static store_status_t run_task(const worker_t *mine, uint32_t t, uint64_t *found, int *checkpointed) {
+  uint32_t cols, d1, d2;
+  *found = 0;
+  *checkpointed = 0;
+  if (!place_three(t, &cols, &d1, &d2)) return STORE_OK; /* no subtree, nothing to checkpoint */
+  task_ckpt_t c = {t, 0, 0};
+  int resumed = 0;
+  for (int i = 0; i < nadopted && !resumed; ++i) {
+    if (adopted_ckpts[i].task != t) continue;
+    c = adopted_ckpts[i];
+    adopted_ckpts[i] = adopted_ckpts[--nadopted];
+    resumed = 1;
+  }
+  if (!resumed && look_for_own_ckpt) {
+    task_ckpt_t saved; /* store_get leaves its buffer unspecified unless it returns STORE_OK */
+    size_t len = 0;
+    store_status_t st = store_get(store, task_key(world_rank, t), &saved, sizeof saved, &len);
+    if (st == STORE_OK && len == sizeof saved) {
+      c = saved;
+      resumed = 1;
+    }
+    if (st != STORE_OK && st != STORE_ERR_NOT_FOUND) return st;
+    look_for_own_ckpt = 0;
+  }
+  if (resumed) {
+    *checkpointed = 1;
+    say("resumes task %u at subtree %u of %d (%llu solutions in the subtrees done)", t, c.next, n,
+        (unsigned long long)c.solutions);
+  }
+  for (uint32_t col = c.next; col < (uint32_t)n; ++col) {
+    uint32_t bit = 1u << col;
+    if (!((cols | d1 | d2) & bit)) c.solutions += solve(cols | bit, (d1 | bit) << 1, (d2 | bit) >> 1, 4);
+    c.next = col + 1;
+    if (c.next == (uint32_t)n) break;
+    store_status_t st = store_put(store, task_key(world_rank, t), &c, sizeof c);
+    if (st != STORE_OK) return st;
+    if (!*checkpointed) ++ckpts_made;
+    *checkpointed = 1;
+    if (world_rank == kill_rank && mine->tasks_done >= (uint64_t)kill_after && c.next == (uint32_t)n / 2) {
+      double died = now();
+      store_put(store, DEATH_KEY + (store_key_t)world_rank, &died, sizeof died);
+      say("finished %llu tasks (%llu solutions so far) and %u of %d subtrees of task %u; dies now (SIGKILL)",
+          (unsigned long long)mine->tasks_done, (unsigned long long)mine->solutions, c.next, n, t);
+      raise(SIGKILL);
+    }
+  }
+  *found = c.solutions;
+  return STORE_OK;
 }
 
 static void add_range(worker_t *w, range_t r) {
@@ -180,19 +263,39 @@ static store_status_t adopt(void) {
       reported_adoption[d] = 1;
       continue; /* adopted before, or it had finished */
     }
+    /* The checkpoint of the task it was running: its name is not known here, its range is. */
+    store_key_t found[MAX_RANGES];
+    size_t nfound = 0;
+    int more = 0;
+    if ((st = store_list(store, task_key(d, 0), task_key(d, UINT32_MAX), found, MAX_RANGES, &nfound, &more)) !=
+        STORE_OK)
+      return st;
+    task_ckpt_t ckpt[MAX_RANGES];
+    for (size_t i = 0; i < nfound; ++i) {
+      size_t len = 0;
+      if ((st = store_get(store, found[i], &ckpt[i], sizeof ckpt[i], &len)) != STORE_OK) return st;
+    }
     for (int i = 0; i < dead.nranges; ++i) add_range(&mine, dead.r[i]);
     dead.nranges = 0;
     dead.adopted_by = world_rank;
     if ((st = store_tx_begin(store)) != STORE_OK) return st;
     store_put(store, (store_key_t)d, &dead, sizeof dead);
     store_put(store, (store_key_t)world_rank, &mine, sizeof mine);
+    for (size_t i = 0; i < nfound; ++i) { /* the task checkpoints move under this worker's keys */
+      store_put(store, task_key(world_rank, ckpt[i].task), &ckpt[i], sizeof ckpt[i]);
+      store_delete(store, found[i]);
+    }
     if ((st = store_tx_commit(store)) != STORE_OK) {
       say("the adoption of worker %d's tasks was cut short by a failure: store_recover will finish or undo it", d);
       return st;
     }
+    for (size_t i = 0; i < nfound && nadopted < MAX_RANGES; ++i) adopted_ckpts[nadopted++] = ckpt[i];
     reported_adoption[d] = 1;
     say("adopted the %u remaining tasks of dead worker %d (its %llu solutions so far are kept)", moved, d,
         (unsigned long long)dead.solutions);
+    for (size_t i = 0; i < nfound; ++i)
+      say("adopted dead worker %d's task %u in progress: %u of %d subtrees done, %llu solutions in them", d,
+          ckpt[i].task, ckpt[i].next, n, (unsigned long long)ckpt[i].solutions);
   }
   return STORE_OK;
 }
@@ -238,6 +341,7 @@ static void recover(const char *where, store_status_t why) {
       say("dies now, inside the recovery (SIGKILL)");
       raise(SIGKILL);
     }
+    look_for_own_ckpt = 1;
     /* In transaction mode: the adoption is one transaction per dead worker. */
     if ((st = adopt()) == STORE_OK) st = store_back_to_normal(store);
     if (st == STORE_OK) return;
@@ -462,27 +566,33 @@ int main(int argc, char **argv) {
       continue;
     }
     if (mine.nranges > 0) {
-      range_t *r = &mine.r[mine.nranges - 1];
-      uint64_t found = run_task(r->lo);
+      const uint32_t t = mine.r[mine.nranges - 1].lo;
+      uint64_t found = 0;
+      int checkpointed = 0;
+      st = run_task(&mine, t, &found, &checkpointed);
       worker_t next = mine;
       next.solutions += found;
       next.tasks_done += 1;
       next.r[next.nranges - 1].lo += 1;
       if (next.r[next.nranges - 1].lo == next.r[next.nranges - 1].hi) next.nranges -= 1;
-      st = store_put(store, (store_key_t)world_rank, &next, sizeof next); /* the checkpoint */
+      /* The fold-in: the task's result into the worker's key and its checkpoint gone, at once. */
+      if (st == STORE_OK && checkpointed) {
+        st = store_tx_begin(store);
+        if (st == STORE_OK) {
+          store_put(store, (store_key_t)world_rank, &next, sizeof next);
+          store_delete(store, task_key(world_rank, t));
+          st = store_tx_commit(store);
+        }
+        if (st == STORE_OK) ++ckpts_deleted;
+      } else if (st == STORE_OK) {
+        st = store_put(store, (store_key_t)world_rank, &next, sizeof next);
+      }
       if (st != STORE_OK) {
         recover("checkpoint", st);
         if ((st = load(world_rank, &mine)) != STORE_OK) die("reload", st);
         continue;
       }
       mine = next;
-      if (world_rank == kill_rank && mine.tasks_done == (uint64_t)kill_after) {
-        double died = now();
-        store_put(store, DEATH_KEY + (store_key_t)world_rank, &died, sizeof died);
-        say("finished %d tasks (%llu solutions so far); dies now (SIGKILL)", kill_after,
-            (unsigned long long)mine.solutions);
-        raise(SIGKILL);
-      }
       continue;
     }
     int got = 0;
@@ -518,9 +628,31 @@ int main(int argc, char **argv) {
              is_alive(w) ? "" : "(dead)");
   }
   say("done: %llu tasks of its own, %d steals brought %d tasks", (unsigned long long)mine.tasks_done, steals, stolen);
-  int ok = total == known[n];
+  /* Memory: every finished task's checkpoint was deleted, so none is left and the memory the
+   * store attached did not grow with the tasks. */
+  store_key_t left[1];
+  size_t nleft = 0;
+  int more = 0;
+  if ((st = store_list(store, task_key(0, 0), task_key(world_size - 1, UINT32_MAX), left, 1, &nleft, &more)) !=
+      STORE_OK)
+    die("store_list", st);
+  store_info_t info;
+  store_info_init(&info);
+  store_get_info(store, &info);
+  uint64_t sums[3] = {ckpts_made, ckpts_deleted, info.local_copies}, sum[3];
+  uint64_t maxes[2] = {info.attached_bytes, (uint64_t)info.attached_regions}, max[2];
+  MPI_Reduce(sums, sum, 3, MPI_UINT64_T, MPI_SUM, 0, work);
+  MPI_Reduce(maxes, max, 2, MPI_UINT64_T, MPI_MAX, 0, work);
+  int ok = total == known[n] && nleft == 0;
   if (me == 0) {
+    /* Flat: what is left is the workers' own keys and the death records (a few copies each), in
+     * the first memory region the store attached. Every task checkpoint kept would add copies. */
+    int flat = sum[2] <= (uint64_t)(2 * world_size * cfg.replicas) && max[1] <= 1;
     say("tasks done per worker:%s", line);
+    say("task checkpoints: %llu made and %llu deleted by the survivors, %zu left in the store; memory %s: "
+        "%llu copies held in all, at most %.0f KiB attached per process in %llu region(s)",
+        (unsigned long long)sum[0], (unsigned long long)sum[1], nleft, flat ? "flat" : "GREW",
+        (unsigned long long)sum[2], (double)max[0] / 1024, (unsigned long long)max[1]);
     say("result: %llu solutions for N=%d, failure-free count %llu: %s (%d failure(s) survived)",
         (unsigned long long)total, n, (unsigned long long)known[n], ok ? "CORRECT" : "WRONG", world_size - nalive);
   }

@@ -240,13 +240,116 @@ store_status_t store_put(store_t store, store_key_t key, const void *buf, size_t
  *
  * On STORE_OK, *len is the value's length. If the value is longer than `capacity`, returns
  * STORE_ERR_TRUNCATED, sets *len to the needed length and leaves buf unspecified; capacity 0
- * with buf NULL queries the length this way. STORE_ERR_NOT_FOUND if the key was never put,
+ * with buf NULL queries the length this way. On any status but STORE_OK the contents of buf are
+ * unspecified: a value is read straight into it and checked there. STORE_ERR_NOT_FOUND if the key was never put,
  * STORE_ERR_DATA_LOST if every copy was lost to failures. Reads the cheapest copy to reach (a
  * local one if there is one). Never returns a torn value: a get that races with a put returns
  * either the old or the new value. Localized variant: reads a surviving copy when a holder
  * failed; returns STORE_ERR_PROC_FAILED only as store_put does.
  */
 store_status_t store_get(store_t store, store_key_t key, void *buf, size_t capacity, size_t *len);
+
+/**
+ * Deletes `key`: removes every copy, in every process's memory. Local.
+ *
+ * Returns STORE_OK once no copy of the key can be read any more: a store_get anywhere then
+ * returns STORE_ERR_NOT_FOUND (not STORE_ERR_DATA_LOST), until a later store_put stores the key
+ * again. Deleting a key that does not exist, or whose every copy was lost, returns STORE_OK (a
+ * lost key then reads as not found). The memory of the key's copies is reused by later puts.
+ *
+ * It is a write: in the global variant it must not overlap a put or delete of the same key from
+ * another process (as for store_put), and in transaction mode it must be inside a transaction
+ * (STORE_ERR_MODE otherwise). Inside a transaction it is part of the transaction: the key is
+ * deleted at the commit, all or nothing with the transaction's puts, and a store_get of it on
+ * this process meanwhile returns STORE_ERR_NOT_FOUND.
+ *
+ * Under failures it behaves like store_put: it never waits on a dead process. If it returns
+ * STORE_ERR_PROC_FAILED (global variant: every call does until store_recover), the key ends up
+ * either deleted or with its old value. A delete that returned STORE_OK is never undone by a
+ * recovery or repair: no stale copy brings the key back.
+ */
+store_status_t store_delete(store_t store, store_key_t key);
+
+/**
+ * Puts `count` values at once: keys[i] gets lens[i] bytes from bufs[i]. Local.
+ *
+ * The same as `count` calls of store_put (each value written at every copy before the call
+ * returns, the same rules for overlapping writers and modes, inside a transaction part of it),
+ * with their round trips overlapped: write grants or locks are asked for all keys in one round,
+ * every value is written before any write is waited for, and first puts record their keys in one
+ * round. The keys must be distinct (STORE_ERR_ARG otherwise, before anything is written);
+ * bufs[i] may be NULL when lens[i] is 0. count 0 does nothing.
+ *
+ * Returns STORE_OK when every value was put. On an error (STORE_ERR_PROC_FAILED,
+ * STORE_ERR_NO_MEMORY, ...) each key holds either its old or its new value, as after a store_put
+ * that returned that error.
+ */
+store_status_t store_put_many(store_t store, size_t count, const store_key_t *keys, const void *const *bufs,
+                              const size_t *lens);
+
+/**
+ * Gets `count` values at once. Local. For each i, the same as
+ * statuses[i] = store_get(store, keys[i], bufs[i], capacities[i], &lens[i]), with the round trips
+ * of all the keys overlapped (lookups in one round, then every first read before any is waited
+ * for). Keys may repeat.
+ *
+ * Returns STORE_OK when every key was read; statuses[i] then says what store_get would have
+ * returned for it (STORE_OK, STORE_ERR_NOT_FOUND, STORE_ERR_DATA_LOST, STORE_ERR_TRUNCATED). An
+ * error of the call itself (STORE_ERR_PROC_FAILED in the global variant, ...) leaves statuses,
+ * lens and the buffers unspecified.
+ */
+store_status_t store_get_many(store_t store, size_t count, const store_key_t *keys, void *const *bufs,
+                              const size_t *capacities, size_t *lens, store_status_t *statuses);
+
+/**
+ * Lists keys the store holds in [first, last], smallest first. Local.
+ *
+ * Fills keys[0..*count) with at most `capacity` keys, ascending and distinct: every key in the
+ * range that has a value or whose every copy was lost (store_get returns STORE_OK, or
+ * STORE_ERR_DATA_LOST), never a deleted one. *more is 1 when keys above keys[*count - 1] may
+ * remain in the range: call again with first = keys[*count - 1] + 1. So a survivor finds the keys
+ * of a dead worker whose names it does not know, if the application gave them a range.
+ *
+ * Cost: a message to every process of the store per call (not O(replicas) like the other
+ * calls), each answering with at most `capacity` keys (at most 4096 per call are listed). It is
+ * no snapshot: keys put or deleted meanwhile may or may not be listed. Global variant: returns
+ * STORE_ERR_PROC_FAILED after a failure, as store_get does; localized: asks the survivors.
+ * STORE_ERR_ARG if keys, count or more is NULL, capacity is 0, or first > last.
+ */
+store_status_t store_list(store_t store, store_key_t first, store_key_t last, store_key_t *keys, size_t capacity,
+                          size_t *count, int *more);
+
+/** A nonblocking put in progress (store_put_nb). */
+typedef struct store_request *store_request_t;
+
+/**
+ * Starts a put of `len` bytes from `buf` under `key` and returns at once. Local.
+ *
+ * The put runs in the background, on a thread of the store, or at the latest inside the next
+ * call on the same handle: calls on one handle take effect in the order they were made, so a
+ * store_get or store_put of the key afterwards sees this put done. Puts started one after the
+ * other run as batches (store_put_many). `buf` must stay valid and unchanged until the put is
+ * complete. *request receives a handle that store_test or store_wait completes and frees.
+ *
+ * The put itself has store_put's contract and statuses, which store_test or store_wait return.
+ * store_put_nb returns STORE_ERR_ARG, STORE_ERR_TOO_LARGE, STORE_ERR_HANDLE or
+ * STORE_ERR_MPI_STATE at once; a put still queued when the store is finalized runs first, one
+ * queued when MPI_Finalize stops the store completes with STORE_ERR_MPI_STATE.
+ */
+store_status_t store_put_nb(store_t store, store_key_t key, const void *buf, size_t len, store_request_t *request);
+
+/**
+ * Whether the put of *request is complete. Local, never waits. If it is not, sets *done to 0 and
+ * returns STORE_OK. If it is, sets *done to 1, frees the request, sets *request to NULL and
+ * returns the put's status (what store_put would have returned).
+ */
+store_status_t store_test(store_request_t *request, int *done);
+
+/**
+ * Waits until the put of *request is complete, frees the request, sets *request to NULL and
+ * returns the put's status. Local; it waits as long as store_put would (bounded under failures).
+ */
+store_status_t store_wait(store_request_t *request);
 
 /**
  * Frees the store and everything it holds. Collective over the store's communicator (its

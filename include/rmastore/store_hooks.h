@@ -20,7 +20,7 @@ extern "C" {
 #endif
 
 /** Bumped whenever a declaration of this header changes. */
-#define STORE_HOOKS_VERSION 1
+#define STORE_HOOKS_VERSION 2
 
 /**
  * The processes that hold the copies of `key`, as this process sees them. Local: no
@@ -51,6 +51,14 @@ extern "C" {
  * number). STORE_ERR_HANDLE and STORE_ERR_MPI_STATE as for every call.
  */
 store_status_t store_key_holders(store_t store, store_key_t key, int *ranks, int capacity, int *count);
+
+/**
+ * The processes that keep something of `key`: its holders, then its witnesses (the processes
+ * that record that it exists, docs/failures.md), 2 x replicas of them or as many as there are
+ * processes. Local, like store_key_holders, with the same statuses and the same view of
+ * failures; the first entries are those store_key_holders returns.
+ */
+store_status_t store_key_keepers(store_t store, store_key_t key, int *ranks, int capacity, int *count);
 
 #ifdef __cplusplus
 }
