@@ -68,30 +68,32 @@ void GlobalVariant::record(const std::vector<std::uint64_t> &keys, MsgType type)
 }
 
 std::vector<Copy> GlobalVariant::existing_grants(const SlotId &id, std::uint64_t *version) {
-  std::vector<HolderCache> hcs = c_.cache.holders(id, version);
-  std::vector<int> need, absent;
-  for (const HolderCache &hc : hcs) {
-    if (!hc.can_write) need.push_back(hc.holder);
-  }
-  if (!need.empty()) {
-    CtrlMsg m;
-    m.type = MsgType::kAcquireWrite;
-    m.flags = kRequestNoCreate;
-    const std::vector<CtrlMsg> replies = c_.engine.request(c_.app, id, need, m);
-    for (std::size_t i = 0; i < replies.size(); ++i) {
-      if (replies[i].status == ReplyStatus::kNotFound) {
-        absent.push_back(need[i]);
-      } else if (replies[i].status != ReplyStatus::kOk) {
-        throw StoreError(STORE_ERR_INTERNAL, "holder refused a write grant");
-      }
-    }
-    hcs = c_.cache.holders(id, version);
-  }
   std::vector<Copy> out;
-  for (const HolderCache &hc : hcs) {
-    if (std::find(absent.begin(), absent.end(), hc.holder) != absent.end()) continue;
-    if (!hc.can_write) throw StoreError(STORE_ERR_INTERNAL, "write grant revoked: concurrent writers?");
-    out.push_back(hc);
+  std::vector<int> need;
+  for (const HolderCache &hc : c_.cache.holders(id, version)) {
+    if (hc.can_write) {
+      out.push_back(hc);
+    } else {
+      need.push_back(hc.holder);
+    }
+  }
+  if (need.empty()) return out;
+  CtrlMsg m;
+  m.type = MsgType::kAcquireWrite;
+  m.flags = kRequestNoCreate;
+  const std::vector<CtrlMsg> replies = c_.engine.request(c_.app, id, need, m);
+  for (std::size_t i = 0; i < replies.size(); ++i) {
+    const CtrlMsg &r = replies[i];
+    if (r.status == ReplyStatus::kNotFound) continue;
+    if (r.status != ReplyStatus::kOk) throw StoreError(STORE_ERR_INTERNAL, "holder refused a write grant");
+    Copy c;
+    c.holder = need[i];
+    c.address = r.address;
+    c.capacity = r.capacity;
+    c.length_hint = r.length;
+    c.half_b = r.half != 0;
+    out.push_back(c);
+    *version = std::max(*version, r.version);
   }
   return out;
 }
@@ -143,13 +145,17 @@ void GlobalVariant::put_many(const std::vector<PutItem> &all) {
     const PutItem *items = all.data() + first;
     std::vector<std::uint64_t> versions(n);
     std::vector<Grants> grants(n);
-    // Every missing grant in one round, as acquire_write asks for one key.
+    std::vector<std::vector<HolderCache>> hcs(n);
+    // Every missing grant in one round, as acquire_write asks for one key. The round that finds
+    // none missing is the one whose grants are used (an install may make the cache forget
+    // another key's).
     for (int attempt = 0;; ++attempt) {
       std::vector<Engine::Ask> asks;
       std::vector<std::size_t> of;
       for (std::size_t i = 0; i < n; ++i) {
         const SlotId id{items[i].key, Ns::kValue};
-        for (const HolderCache &hc : c_.cache.holders(id, &versions[i])) {
+        hcs[i] = c_.cache.holders(id, &versions[i]);
+        for (const HolderCache &hc : hcs[i]) {
           if (hc.can_write && hc.capacity >= items[i].len) continue;
           CtrlMsg m;
           m.type = MsgType::kAcquireWrite;
@@ -173,12 +179,10 @@ void GlobalVariant::put_many(const std::vector<PutItem> &all) {
     std::vector<Engine::WriteJob> jobs(n);
     for (std::size_t i = 0; i < n; ++i) {
       const SlotId id{items[i].key, Ns::kValue};
-      std::uint64_t version = 0;
-      const std::vector<HolderCache> hcs = c_.cache.holders(id, &version);
-      jobs[i].copies.assign(hcs.begin(), hcs.end());
-      jobs[i].header = c_.engine.header(items[i].key, version + 1, items[i].len, make_flags(0, Ns::kValue));
+      jobs[i].copies.assign(hcs[i].begin(), hcs[i].end());
+      jobs[i].header = c_.engine.header(items[i].key, versions[i] + 1, items[i].len, make_flags(0, Ns::kValue));
       jobs[i].buf = items[i].buf;
-      c_.cache.raise_version(id, version + 1);
+      c_.cache.raise_version(id, versions[i] + 1);
     }
     c_.engine.write_many(c_.app, jobs, Engine::OnFailure::kThrow);
     std::vector<std::uint64_t> unrecorded;

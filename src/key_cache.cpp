@@ -5,6 +5,11 @@
 namespace rmastore::internal {
 
 KeyCache::KeyState &KeyCache::state_locked(const SlotId &id) {
+  if (cache_.size() >= kMaxEntries && cache_.find(id) == cache_.end()) {
+    // An eighth at a time, so that the cost spreads over many new keys.
+    for (auto it = cache_.begin(); it != cache_.end() && cache_.size() > kMaxEntries - kMaxEntries / 8;)
+      it = cache_.erase(it);
+  }
   auto [it, created] = cache_.try_emplace(id);
   // The common case takes no view: the membership's lock stays off the data path.
   if (!created && it->second.view == membership_.failures()) return it->second;

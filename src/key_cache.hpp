@@ -26,6 +26,11 @@ struct HolderCache : Copy {
 
 class KeyCache {
 public:
+  // The most keys it remembers: beyond, it forgets some (any: a forgotten grant or address is
+  // asked for again, and the holder hands it to the same writer without invalidating anyone),
+  // so that a process that writes or reads many keys held elsewhere stops growing here.
+  static constexpr std::size_t kMaxEntries = std::size_t{1} << 16;
+
   // `id` is this process's stable id; rt gives its current rank.
   KeyCache(const Runtime &rt, const Membership &membership, int id) : rt_(rt), membership_(membership), id_(id) {}
 
