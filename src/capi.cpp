@@ -121,16 +121,20 @@ template <class F> store_status_t guarded(F &&body) noexcept;
 // requests. With the handle's mutex held: every other call on the handle runs them first, so that
 // calls take effect in the order they were made.
 void run_queued_locked(store_t s) noexcept {
-  while (!s->queued.empty()) {
+  for (;;) {
     std::vector<store_request *> batch;
     std::vector<rmastore::internal::PutItem> items;
-    std::unordered_set<store_key_t> keys;
-    while (!s->queued.empty() && keys.insert(s->queued.front()->key).second) {
-      store_request *r = s->queued.front();
-      s->queued.pop_front();
-      batch.push_back(r);
-      items.push_back(rmastore::internal::PutItem{r->key, r->buf, r->len});
+    {
+      std::lock_guard q(s->queue_mutex);
+      std::unordered_set<store_key_t> keys;
+      while (!s->queued.empty() && keys.insert(s->queued.front()->key).second) {
+        store_request *r = s->queued.front();
+        s->queued.pop_front();
+        batch.push_back(r);
+        items.push_back(rmastore::internal::PutItem{r->key, r->buf, r->len});
+      }
     }
+    if (batch.empty()) return;
     store_status_t st = STORE_ERR_HANDLE;
     if (s->magic == kMpiGoneMagic || !mpi_usable()) {
       st = STORE_ERR_MPI_STATE;
@@ -148,18 +152,22 @@ void run_queued_locked(store_t s) noexcept {
 }
 
 void worker_main(store_t s) noexcept {
-  std::unique_lock lk(s->mutex);
   for (;;) {
-    s->work.wait(lk, [&] { return s->worker_stop || !s->queued.empty(); });
-    if (s->worker_stop) return;
+    {
+      std::unique_lock q(s->queue_mutex);
+      s->work.wait(q, [&] { return s->worker_stop || !s->queued.empty(); });
+      if (s->worker_stop) return;
+    }
+    std::lock_guard lk(s->mutex);
     run_queued_locked(s);
   }
 }
 
 // Stops the worker thread of store_put_nb, without the handle's mutex (the worker takes it).
+// Puts still queued are run by the caller's next run_queued_locked.
 void stop_worker(store_t s) noexcept {
   {
-    std::lock_guard lk(s->mutex);
+    std::lock_guard q(s->queue_mutex);
     s->worker_stop = true;
   }
   s->work.notify_all();
@@ -403,9 +411,9 @@ store_status_t store_put_nb(store_t store, store_key_t key, const void *buf, siz
     r->buf = buf;
     r->len = len;
     {
-      std::lock_guard lk(store->mutex);
-      if (store->magic == kMpiGoneMagic) return STORE_ERR_MPI_STATE;
-      if (store->magic != kLiveMagic || !store->impl || store->worker_stop) return STORE_ERR_HANDLE;
+      // What the put finds when it runs (a finalized store, MPI gone) is its status then.
+      std::lock_guard q(store->queue_mutex);
+      if (store->worker_stop) return STORE_ERR_HANDLE;
       if (!store->worker.joinable()) store->worker = std::thread(worker_main, store);
       store->queued.push_back(r.get());
     }

@@ -31,12 +31,13 @@ struct store_handle {
   std::unique_ptr<rmastore::internal::Store> impl;
   // The list of stores not finalized yet (capi.cpp): intrusive, so that joining it cannot fail.
   store_handle *live_next = nullptr;
-  // store_put_nb: puts not started yet (guarded by mutex), and the thread that runs them,
-  // started by the first one.
-  std::deque<store_request *> queued;
-  std::thread worker;
+  // store_put_nb: puts not started yet and the thread that runs them, started by the first one.
+  // Their own lock, not `mutex`: queueing a put must not wait for the batch the worker runs.
+  std::mutex queue_mutex;
+  std::deque<store_request *> queued; // guarded by queue_mutex
+  std::thread worker;                 // started under queue_mutex
   std::condition_variable work;
-  bool worker_stop = false;
+  bool worker_stop = false; // guarded by queue_mutex; no put is queued any more once set
 };
 
 namespace rmastore::internal {
