@@ -524,7 +524,9 @@ public:
   // Runs one store call and keeps the longest time any call took: none may hang.
   template <class F> store_status_t timed(const char *what, F &&call) {
     const auto t0 = Clock::now();
+    stall_watch_.begin(what);
     const store_status_t st = call();
+    stall_watch_.end();
     const double took = std::chrono::duration<double>(Clock::now() - t0).count();
     if (took > longest_) {
       longest_ = took;
@@ -928,6 +930,57 @@ public:
   }
 
 private:
+  // For hunting stalls (opt-in): with RMASTORE_TEST_STALL_DUMP=<seconds>, a store call still
+  // running after that long has gdb print every thread's stack of this process, once per call,
+  // into stall.<pid>.<n> of RMASTORE_TEST_STALL_DIR (or the working directory). A stall that
+  // ends on its own leaves its stacks behind, which the call's time alone does not tell.
+  class StallWatch {
+  public:
+    StallWatch() {
+      const char *v = std::getenv("RMASTORE_TEST_STALL_DUMP");
+      if (v == nullptr || std::atof(v) <= 0) return;
+      after_ = std::atof(v);
+      thread_ = std::thread([this] { watch(); });
+    }
+    ~StallWatch() {
+      stop_ = true;
+      if (thread_.joinable()) thread_.join();
+    }
+    void begin(const char *what) {
+      what_ = what;
+      since_ns_.store(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count());
+    }
+    void end() { since_ns_.store(0); }
+
+  private:
+    void watch() {
+      std::int64_t dumped_for = 0;
+      while (!stop_) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        const std::int64_t since = since_ns_.load();
+        const std::int64_t now =
+            std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
+        if (since == 0 || since == dumped_for || static_cast<double>(now - since) < after_ * 1e9) continue;
+        dumped_for = since;
+        const char *dir = std::getenv("RMASTORE_TEST_STALL_DIR");
+        const std::string out = std::string(dir != nullptr ? dir : ".") + "/stall." + std::to_string(getpid()) + "." +
+                                std::to_string(++dumps_);
+        const std::string cmd =
+            "gdb -batch -p " + std::to_string(getpid()) + " -ex 'thread apply all bt' > " + out + " 2>&1";
+        std::fprintf(stderr, "[rank %d] %s has run for %.3f s: stacks in %s\n", world_rank(), what_.load(),
+                     static_cast<double>(now - since) / 1e9, out.c_str());
+        if (std::system(cmd.c_str()) != 0) std::fprintf(stderr, "[rank %d] gdb failed\n", world_rank());
+      }
+    }
+    double after_ = 0;
+    std::atomic<bool> stop_{false};
+    std::atomic<const char *> what_{""};
+    std::atomic<std::int64_t> since_ns_{0};
+    int dumps_ = 0;
+    std::thread thread_;
+  };
+
+  StallWatch stall_watch_;
   const Options &opt_;
   KeyRecord *rec_;
   store_t s_;
