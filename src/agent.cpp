@@ -23,13 +23,17 @@ std::uint64_t Agent::lock_word() {
   return internal::lock_word(id_, ++acquisitions_, kind);
 }
 
-void Agent::post(int dest, const CtrlMsg &msg) {
-  RMASTORE_TRACE("agent %d posts type %u #%llu %llu/%u flags %u to %d", kind, static_cast<unsigned>(msg.type),
-                 (unsigned long long)msg.request, (unsigned long long)msg.key, msg.ns, msg.flags, dest);
+void Agent::post(int dest, const CtrlMsg *msgs, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) {
+    RMASTORE_TRACE("agent %d posts type %u #%llu %llu/%u flags %u to %d", kind, static_cast<unsigned>(msgs[i].type),
+                   (unsigned long long)msgs[i].request, (unsigned long long)msgs[i].key, msgs[i].ns, msgs[i].flags,
+                   dest);
+  }
   Outgoing &o = outbox_.emplace_back();
-  o.msg = msg;
+  o.msgs.assign(msgs, msgs + n);
   o.dest = dest;
-  const int rc = MPI_Isend(&o.msg, sizeof o.msg, MPI_BYTE, dest, kTagHelper, rt_.ctrl, &o.request);
+  const int rc =
+      MPI_Isend(o.msgs.data(), static_cast<int>(n * sizeof(CtrlMsg)), MPI_BYTE, dest, kTagHelper, rt_.ctrl, &o.request);
   if (rc != MPI_SUCCESS) {
     outbox_.pop_back();
     if (is_failure_error(rc)) return; // to a failed process: dropped

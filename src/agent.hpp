@@ -28,7 +28,9 @@ public:
   void check() const override { rt_.check_helper(); }
   Doorbells *bells() const override { return rt_.bells.get(); }
   // Sends `msg` to `dest`'s helper without waiting; completed by later calls of flush().
-  void post(int dest, const CtrlMsg &msg);
+  void post(int dest, const CtrlMsg &msg) { post(dest, &msg, 1); }
+  // Sends msgs[0..n), n <= kMaxPack, to `dest`'s helper as one message.
+  void post(int dest, const CtrlMsg *msgs, std::size_t n);
   // Completes what post() sent, without waiting: sends to failed processes are dropped.
   void flush();
   // Waits (bounded by failure detection) until everything post() sent has completed.
@@ -51,7 +53,7 @@ public:
 
 private:
   struct Outgoing {
-    CtrlMsg msg;
+    std::vector<CtrlMsg> msgs;
     MPI_Request request = MPI_REQUEST_NULL;
     int dest = -1;
   };

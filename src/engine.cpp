@@ -3,9 +3,11 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cstring>
 #include <deque>
+#include <map>
 #include <optional>
 #include <string>
 
@@ -26,16 +28,26 @@ std::vector<CtrlMsg> Engine::ask_all(Agent &a, const std::vector<Ask> &asks) {
   std::vector<CtrlMsg> out(n), sent(n);
   std::vector<bool> answered(n, false);
   // Replies are matched to requests by number, not by which receive they land in: a holder
-  // asked several times answers in order, but a reply to an earlier request this agent stopped
-  // waiting for (a lock wait that started over) can come first and take any receive from it.
-  std::deque<std::pair<int, CtrlMsg>> inbox; // (holder, reply); a deque keeps their addresses
-  RequestSet rs(&a);                         // declared after the buffers: on unwinding it waits before they go
-  const auto receive = [&](int holder) {
-    auto &[from, reply] = inbox.emplace_back(holder, CtrlMsg{});
-    MPI_Request rr;
-    check_mpi(MPI_Irecv(&reply, sizeof(CtrlMsg), MPI_BYTE, from, a.reply_tag, rt_.ctrl, &rr), "MPI_Irecv");
-    rs.add(rr, from, RequestSet::Kind::kRecv, sizeof(CtrlMsg));
+  // answers a message's requests in one message, and later ones it had to defer one by one; and
+  // a reply to an earlier request this agent stopped waiting for (a lock wait that started over)
+  // can come first and take any receive from it.
+  struct Received {
+    int holder;
+    std::array<CtrlMsg, kMaxPack> msgs;
   };
+  std::deque<Received> inbox;      // a deque keeps their addresses
+  std::map<int, std::size_t> owed; // holder -> replies still to come from it
+  RequestSet rs(&a);               // declared after the buffers: on unwinding it waits before they go
+  const auto receive = [&](int holder) {
+    Received &r = inbox.emplace_back();
+    r.holder = holder;
+    for (CtrlMsg &m : r.msgs) m.type = MsgType{};
+    MPI_Request rr;
+    check_mpi(MPI_Irecv(r.msgs.data(), static_cast<int>(sizeof r.msgs), MPI_BYTE, holder, a.reply_tag, rt_.ctrl, &rr),
+              "MPI_Irecv");
+    rs.add(rr, holder, RequestSet::Kind::kRecv, sizeof r.msgs);
+  };
+  std::map<int, std::vector<CtrlMsg>> to; // holder -> its requests, in order
   for (std::size_t i = 0; i < n; ++i) {
     sent[i] = asks[i].msg;
     sent[i].ns = static_cast<std::uint32_t>(asks[i].id.ns);
@@ -54,30 +66,46 @@ std::vector<CtrlMsg> Engine::ask_all(Agent &a, const std::vector<Ask> &asks) {
         continue;
       }
     }
-    receive(asks[i].holder);
-    // Sent from the agent's outbox, which keeps the message for as long as MPI may read it: a
-    // wait that gives up (a lock wait that starts over) leaves the send behind. A send to a
-    // failed holder is dropped; its receive reports the failure.
-    a.post(asks[i].holder, sent[i]);
-    ++a.requests_sent;
+    to[asks[i].holder].push_back(sent[i]);
+  }
+  for (const auto &[holder, msgs] : to) {
+    owed[holder] = msgs.size();
+    for (std::size_t first = 0; first < msgs.size(); first += kMaxPack) {
+      // Each message brings at least one message back: the replies to what was served at once,
+      // or, if the holder deferred all of them, the first of those.
+      receive(holder);
+      // Sent from the agent's outbox, which keeps the message for as long as MPI may read it: a
+      // wait that gives up (a lock wait that starts over) leaves the send behind. A send to a
+      // failed holder is dropped; its receive reports the failure.
+      a.post(holder, msgs.data() + first, std::min(kMaxPack, msgs.size() - first));
+      ++a.requests_sent;
+    }
   }
   for (std::size_t next = 0; next < inbox.size();) {
     rs.wait_all();
     replies_received();
     for (const std::size_t end = inbox.size(); next < end; ++next) {
-      const auto &[from, reply] = inbox[next];
-      std::size_t i = 0;
-      while (i < n && (answered[i] || asks[i].holder != from || sent[i].request != reply.request)) ++i;
-      if (i < n) {
-        out[i] = reply;
-        answered[i] = true;
-        continue;
+      const Received &r = inbox[next];
+      for (const CtrlMsg &reply : r.msgs) {
+        if (reply.type == MsgType{}) break;
+        std::size_t i = 0;
+        while (i < n && (answered[i] || asks[i].holder != r.holder || sent[i].request != reply.request)) ++i;
+        if (i < n) {
+          out[i] = reply;
+          answered[i] = true;
+          --owed[r.holder];
+          continue;
+        }
+        if (reply.type != MsgType::kReply || reply.request >= a.next_request) {
+          throw StoreError(STORE_ERR_INTERNAL, "control reply does not match any request");
+        }
+        RMASTORE_TRACE("agent %d drops stale reply #%llu from %d", a.kind, (unsigned long long)reply.request, r.holder);
       }
-      if (reply.type != MsgType::kReply || reply.request >= a.next_request) {
-        throw StoreError(STORE_ERR_INTERNAL, "control reply does not match any request");
-      }
-      RMASTORE_TRACE("agent %d drops stale reply #%llu from %d", a.kind, (unsigned long long)reply.request, from);
-      receive(from); // the reply this receive was meant for is still to come
+    }
+    // Replies still owed (deferred ones, or the ones stale replies took the receive of) come in
+    // messages of their own: one more receive each round until none is owed.
+    for (const auto &[holder, left] : owed) {
+      if (left > 0) receive(holder);
     }
   }
   for (std::size_t i = 0; i < n; ++i) {

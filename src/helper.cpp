@@ -69,10 +69,19 @@ void Helper::send(int dest, int tag, const CtrlMsg &msg) {
   RMASTORE_TRACE("helper sends type %u #%llu %llu/%u status %u to %d tag %d", static_cast<unsigned>(msg.type),
                  (unsigned long long)msg.request, (unsigned long long)msg.key, msg.ns,
                  static_cast<unsigned>(msg.status), dest, tag);
+  if (packing_ && dest == pack_dest_ && tag == pack_tag_ && pack_.size() < kMaxPack) {
+    pack_.push_back(msg);
+    return;
+  }
+  send_all(dest, tag, {msg});
+}
+
+void Helper::send_all(int dest, int tag, std::vector<CtrlMsg> msgs) {
   Outgoing &o = outgoing_.emplace_back();
-  o.msg = msg;
+  o.msgs = std::move(msgs);
   reply_sent();
-  const int rc = MPI_Isend(&o.msg, sizeof o.msg, MPI_BYTE, dest, tag, comm_, &o.request);
+  const int rc = MPI_Isend(o.msgs.data(), static_cast<int>(o.msgs.size() * sizeof(CtrlMsg)), MPI_BYTE, dest, tag, comm_,
+                           &o.request);
   if (rc != MPI_SUCCESS) {
     outgoing_.pop_back();
     if (is_failure_error(rc)) return; // to a failed process, or after revocation: dropped
@@ -135,8 +144,20 @@ void Helper::absorb() {
   }
 }
 
-void Helper::serve_one(int source) {
-  const CtrlMsg msg = in_;
+void Helper::serve_message(int source) {
+  std::size_t n = 0;
+  while (n < in_.size() && in_[n].type != MsgType{}) ++n;
+  // One agent's requests: their replies go to the tag it listens on.
+  packing_ = true;
+  pack_dest_ = source;
+  pack_tag_ = n > 0 ? in_[0].reply_tag : 0;
+  for (std::size_t i = 0; i < n; ++i) serve_one(in_[i], source);
+  packing_ = false;
+  if (!pack_.empty()) send_all(source, pack_tag_, std::move(pack_));
+  pack_.clear();
+}
+
+void Helper::serve_one(const CtrlMsg &msg, int source) {
   try {
     handler_(msg, source);
   } catch (const std::exception &e) {
@@ -165,7 +186,9 @@ void Helper::serve_one(int source) {
 }
 
 void Helper::post_receive() {
-  check_mpi(MPI_Irecv(&in_, sizeof in_, MPI_BYTE, MPI_ANY_SOURCE, kTagHelper, comm_, &recv_), "MPI_Irecv");
+  for (CtrlMsg &m : in_) m.type = MsgType{};
+  check_mpi(MPI_Irecv(in_.data(), static_cast<int>(sizeof in_), MPI_BYTE, MPI_ANY_SOURCE, kTagHelper, comm_, &recv_),
+            "MPI_Irecv");
 }
 
 // Polls the control receive. A failure shows up as an error on it: record it and go on (the
@@ -202,7 +225,7 @@ bool Helper::poll_receive() {
       RMASTORE_TRACE("helper receive completed with a stale error, from %d", st.MPI_SOURCE);
       MPI_Request_free(&recv_);
     }
-    serve_one(st.MPI_SOURCE);
+    serve_message(st.MPI_SOURCE);
     post_receive();
   } else if (recv_ == MPI_REQUEST_NULL) {
     post_receive(); // it completed in error

@@ -9,6 +9,7 @@
 
 #include <mpi.h>
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <deque>
@@ -58,17 +59,22 @@ public:
 
 private:
   void loop();
-  void serve_one(int source);
+  // Serves every request of the message received from `source`, and sends the replies to it
+  // that serving produced as one message.
+  void serve_message(int source);
+  void serve_one(const CtrlMsg &msg, int source);
   bool poll_outgoing();
   void post_receive();
   bool poll_receive();
   bool drain_pings();
 
   struct Outgoing {
-    CtrlMsg msg;
+    std::vector<CtrlMsg> msgs;
     std::vector<std::uint64_t> words; // or these, if not empty
     MPI_Request request = MPI_REQUEST_NULL;
   };
+  // Queues msgs as one message.
+  void send_all(int dest, int tag, std::vector<CtrlMsg> msgs);
 
   MPI_Comm comm_;
   MPI_Comm self_ = MPI_COMM_NULL; // never revoked: keeps MPI progressing after comm_ is
@@ -87,7 +93,12 @@ private:
   std::atomic<bool> failed_{false};
   std::string failure_; // written before failed_ is set
   std::atomic<double> final_cpu_seconds_{0.0};
-  CtrlMsg in_{}; // target of the posted receive: must outlive it, so not on the thread's stack
+  // Target of the posted receive: must outlive it, so not on the thread's stack.
+  std::array<CtrlMsg, kMaxPack> in_{};
+  // While a message is served: its replies to (pack_dest_, pack_tag_), sent together after.
+  bool packing_ = false;
+  int pack_dest_ = -1, pack_tag_ = 0;
+  std::vector<CtrlMsg> pack_;
   MPI_Request recv_ = MPI_REQUEST_NULL;
   std::deque<Outgoing> outgoing_; // deque: queued messages keep their address while MPI sends them
 };

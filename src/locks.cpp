@@ -1,6 +1,7 @@
 #include "locks.hpp"
 
 #include <algorithm>
+#include <map>
 
 #include "errors.hpp"
 #include "fault.hpp"
@@ -60,7 +61,28 @@ void LockClient::send_unlock(Agent &a, const LockRequest &req, std::uint64_t own
 }
 
 void LockClient::release(Agent &a, const std::vector<Lock> &locks, std::uint32_t flags) {
-  for (const Lock &l : locks) send_unlock(a, l.req, l.owner, flags);
+  if (locks.size() <= 1) {
+    for (const Lock &l : locks) send_unlock(a, l.req, l.owner, flags);
+    return;
+  }
+  // Many (a batch): the unlocks to one holder go out packed, kMaxPack to a message, in the order
+  // of the locks; our own are released inline where nobody waits.
+  std::map<int, std::vector<CtrlMsg>> to;
+  for (const Lock &l : locks) {
+    if (c_.rt.failures->dead(l.req.holder)) continue;
+    CtrlMsg m;
+    m.type = MsgType::kUnlock;
+    m.ns = static_cast<std::uint32_t>(l.req.id.ns);
+    m.key = l.req.id.key;
+    m.owner = l.owner;
+    m.flags = flags;
+    if (l.req.holder == c_.rt.rank && c_.table.unlock_inline(m)) continue;
+    to[l.req.holder].push_back(m);
+  }
+  for (const auto &[holder, msgs] : to) {
+    for (std::size_t first = 0; first < msgs.size(); first += kMaxPack)
+      a.post(holder, msgs.data() + first, std::min(kMaxPack, msgs.size() - first));
+  }
 }
 
 std::vector<Lock> LockClient::acquire(Agent &a, const std::vector<LockRequest> &reqs, QueueGate *gate) {

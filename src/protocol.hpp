@@ -107,6 +107,13 @@ struct CtrlMsg {
   std::uint32_t reserved = 0;
 };
 
+// A control message on the wire is an array of 1 to kMaxPack CtrlMsgs: an agent packs its
+// requests to one holder into as few messages as it can (a batch of 512 keys would otherwise
+// cost a message each, served one at a time), and a helper answers what it served from one
+// message in one message. Receivers post buffers of kMaxPack entries with type 0 and read
+// entries up to the first that is still 0 (MsgType starts at 1).
+inline constexpr std::size_t kMaxPack = 32;
+
 // A reply to `msg`: it names the same slot and echoes the request number.
 inline CtrlMsg reply_to(const CtrlMsg &msg, ReplyStatus status = ReplyStatus::kOk) {
   CtrlMsg r;

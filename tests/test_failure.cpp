@@ -940,6 +940,13 @@ private:
       const char *v = std::getenv("RMASTORE_TEST_STALL_DUMP");
       if (v == nullptr || std::atof(v) <= 0) return;
       after_ = std::atof(v);
+      const char *dir = std::getenv("RMASTORE_TEST_STALL_DIR");
+      dir_ = dir != nullptr ? dir : ".";
+      // Which process is which rank, for reading the stacks of all of them.
+      if (FILE *f = std::fopen((dir_ + "/rank." + std::to_string(getpid())).c_str(), "w")) {
+        std::fprintf(f, "%d\n", world_rank());
+        std::fclose(f);
+      }
       thread_ = std::thread([this] { watch(); });
     }
     ~StallWatch() {
@@ -948,35 +955,56 @@ private:
     }
     void begin(const char *what) {
       what_ = what;
-      since_ns_.store(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count());
+      since_ns_.store(now_ns());
     }
-    void end() { since_ns_.store(0); }
+    void end() {
+      const std::int64_t since = since_ns_.exchange(0);
+      if (since == 0 || since != dumped_for_.load()) return;
+      // The call whose stacks were taken is over: how long it took in all, in the summary.
+      if (FILE *f = std::fopen((dir_ + "/stall-summary").c_str(), "a")) {
+        std::fprintf(f, "pid %d rank %d: %s took %.3f s (stacks in stall.%d.%d)\n", getpid(), world_rank(),
+                     what_.load(), static_cast<double>(now_ns() - since) / 1e9, getpid(), dumps_.load());
+        std::fclose(f);
+      }
+    }
 
   private:
+    static std::int64_t now_ns() {
+      return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
+    }
     void watch() {
-      std::int64_t dumped_for = 0;
       while (!stop_) {
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
-        const std::int64_t since = since_ns_.load();
-        const std::int64_t now =
-            std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
-        if (since == 0 || since == dumped_for || static_cast<double>(now - since) < after_ * 1e9) continue;
-        dumped_for = since;
-        const char *dir = std::getenv("RMASTORE_TEST_STALL_DIR");
-        const std::string out = std::string(dir != nullptr ? dir : ".") + "/stall." + std::to_string(getpid()) + "." +
-                                std::to_string(++dumps_);
-        const std::string cmd =
-            "gdb -batch -p " + std::to_string(getpid()) + " -ex 'thread apply all bt' > " + out + " 2>&1";
+        const std::int64_t since = since_ns_.load(), now = now_ns();
+        if (since == 0 || since == dumped_for_.load() || static_cast<double>(now - since) < after_ * 1e9) continue;
+        dumped_for_.store(since);
+        const std::string out = dir_ + "/stall." + std::to_string(getpid()) + "." + std::to_string(dumps_ + 1);
+        // Every process of every simulated host is visible here (they share the pid
+        // namespace): the stacks of all the job's processes, the stalled one first, unless
+        // another process of the job dumped them in the last 10 s.
+        const std::string cmd = "(echo 'rank " + std::to_string(world_rank()) + ": " + what_.load() +
+                                "'; gdb -batch -p " + std::to_string(getpid()) +
+                                " -ex 'thread apply all bt'; "
+                                "if [ -z \"$(find " +
+                                dir_ +
+                                " -name 'all.*' -newermt '-10 seconds' 2>/dev/null)\" ]; then "
+                                "touch " +
+                                dir_ + "/all." + std::to_string(getpid()) + "; for p in $(pgrep -x test_failure); do " +
+                                "echo \"== pid $p rank $(cat " + dir_ +
+                                "/rank.$p 2>/dev/null)\"; gdb -batch -p $p -ex 'thread apply all bt'; done; fi) > " +
+                                out + " 2>&1";
         std::fprintf(stderr, "[rank %d] %s has run for %.3f s: stacks in %s\n", world_rank(), what_.load(),
                      static_cast<double>(now - since) / 1e9, out.c_str());
         if (std::system(cmd.c_str()) != 0) std::fprintf(stderr, "[rank %d] gdb failed\n", world_rank());
+        ++dumps_;
       }
     }
     double after_ = 0;
+    std::string dir_;
     std::atomic<bool> stop_{false};
     std::atomic<const char *> what_{""};
-    std::atomic<std::int64_t> since_ns_{0};
-    int dumps_ = 0;
+    std::atomic<std::int64_t> since_ns_{0}, dumped_for_{0};
+    std::atomic<int> dumps_{0};
     std::thread thread_;
   };
 
