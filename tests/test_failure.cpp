@@ -977,26 +977,30 @@ private:
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
         const std::int64_t since = since_ns_.load(), now = now_ns();
         if (since == 0 || since == dumped_for_.load() || static_cast<double>(now - since) < after_ * 1e9) continue;
+        // Numbered before gdb runs: the call may end while it does.
+        const int number = ++dumps_;
         dumped_for_.store(since);
-        const std::string out = dir_ + "/stall." + std::to_string(getpid()) + "." + std::to_string(dumps_ + 1);
-        // Every process of every simulated host is visible here (they share the pid
-        // namespace): the stacks of all the job's processes, the stalled one first, unless
-        // another process of the job dumped them in the last 10 s.
-        const std::string cmd = "(echo 'rank " + std::to_string(world_rank()) + ": " + what_.load() +
-                                "'; gdb -batch -p " + std::to_string(getpid()) +
-                                " -ex 'thread apply all bt'; "
-                                "if [ -z \"$(find " +
-                                dir_ +
-                                " -name 'all.*' -newermt '-10 seconds' 2>/dev/null)\" ]; then "
-                                "touch " +
-                                dir_ + "/all." + std::to_string(getpid()) + "; for p in $(pgrep -x test_failure); do " +
-                                "echo \"== pid $p rank $(cat " + dir_ +
-                                "/rank.$p 2>/dev/null)\"; gdb -batch -p $p -ex 'thread apply all bt'; done; fi) > " +
-                                out + " 2>&1";
+        const std::string out = dir_ + "/stall." + std::to_string(getpid()) + "." + std::to_string(number);
+        // First this host's TCP sockets (queues, timers, windows), taken before gdb stops
+        // anything; then opal_progress's event-loop state (users, its lock, poll period, last
+        // poll: whether btl/tcp's sockets are being read) and this process's stacks. Every
+        // process of every simulated host is visible here (they share the pid namespace): the
+        // stacks of all the job's processes follow, unless another process of the job dumped
+        // them in the last 10 s.
+        const std::string pid = std::to_string(getpid());
+        const std::string own = "ss -tnoip 2>/dev/null; gdb -batch -p " + pid +
+                                " -ex 'p (int)num_event_users' -ex \"p (int)'lock.0'\""
+                                " -ex 'p (long)event_progress_delta' -ex 'p (long)event_progress_last_time'"
+                                " -ex 'thread apply all bt'";
+        const std::string all = "if [ -z \"$(find " + dir_ +
+                                " -name 'all.*' -newermt '-10 seconds' 2>/dev/null)\" ]; then touch " + dir_ + "/all." +
+                                pid + "; for p in $(pgrep -x test_failure); do echo \"== pid $p rank $(cat " + dir_ +
+                                "/rank.$p 2>/dev/null)\"; gdb -batch -p $p -ex 'thread apply all bt'; done; fi";
+        const std::string cmd = "(echo 'rank " + std::to_string(world_rank()) + ": " + what_.load() + "'; " + own +
+                                "; " + all + ") > " + out + " 2>&1";
         std::fprintf(stderr, "[rank %d] %s has run for %.3f s: stacks in %s\n", world_rank(), what_.load(),
                      static_cast<double>(now - since) / 1e9, out.c_str());
         if (std::system(cmd.c_str()) != 0) std::fprintf(stderr, "[rank %d] gdb failed\n", world_rank());
-        ++dumps_;
       }
     }
     double after_ = 0;
