@@ -942,6 +942,8 @@ private:
       after_ = std::atof(v);
       const char *dir = std::getenv("RMASTORE_TEST_STALL_DIR");
       dir_ = dir != nullptr ? dir : ".";
+      // More for gdb to print of this process (a script: -x FILE), for a stall under study.
+      if (const char *script = std::getenv("RMASTORE_TEST_STALL_GDB")) gdb_extra_ = std::string(" -x ") + script;
       // Which process is which rank, for reading the stacks of all of them.
       if (FILE *f = std::fopen((dir_ + "/rank." + std::to_string(getpid())).c_str(), "w")) {
         std::fprintf(f, "%d\n", world_rank());
@@ -988,10 +990,12 @@ private:
         // stacks of all the job's processes follow, unless another process of the job dumped
         // them in the last 10 s.
         const std::string pid = std::to_string(getpid());
-        const std::string own = "ss -tnoip 2>/dev/null; gdb -batch -p " + pid +
+        const std::string own = "ss -tnoiep 2>/dev/null; ls -l /proc/" + pid + "/fd; grep -H tfd /proc/" + pid +
+                                "/fdinfo/* 2>/dev/null; gdb -batch -p " + pid +
                                 " -ex 'p (int)num_event_users' -ex \"p (int)'lock.0'\""
                                 " -ex 'p (long)event_progress_delta' -ex 'p (long)event_progress_last_time'"
-                                " -ex 'thread apply all bt'";
+                                " -ex 'thread apply all bt'" +
+                                gdb_extra_;
         const std::string all = "if [ -z \"$(find " + dir_ +
                                 " -name 'all.*' -newermt '-10 seconds' 2>/dev/null)\" ]; then touch " + dir_ + "/all." +
                                 pid + "; for p in $(pgrep -x test_failure); do echo \"== pid $p rank $(cat " + dir_ +
@@ -1004,7 +1008,7 @@ private:
       }
     }
     double after_ = 0;
-    std::string dir_;
+    std::string dir_, gdb_extra_;
     std::atomic<bool> stop_{false};
     std::atomic<const char *> what_{""};
     std::atomic<std::int64_t> since_ns_{0}, dumped_for_{0};
