@@ -630,12 +630,19 @@ int main(int argc, char **argv) {
   say("done: %llu tasks of its own, %d steals brought %d tasks", (unsigned long long)mine.tasks_done, steals, stolen);
   /* Memory: every finished task's checkpoint was deleted, so none is left and the memory the
    * store attached did not grow with the tasks. */
-  store_key_t left[1];
+  store_key_t left[4];
   size_t nleft = 0;
   int more = 0;
-  if ((st = store_list(store, task_key(0, 0), task_key(world_size - 1, UINT32_MAX), left, 1, &nleft, &more)) !=
+  if ((st = store_list(store, task_key(0, 0), task_key(world_size - 1, UINT32_MAX), left, 4, &nleft, &more)) !=
       STORE_OK)
     die("store_list", st);
+  for (size_t i = 0; i < nleft && me == 0; ++i) { /* which task, and what its checkpoint says */
+    task_ckpt_t c;
+    size_t len = 0;
+    st = store_get(store, left[i], &c, sizeof c, &len);
+    say("left in the store: worker %d's checkpoint of task %u (%s: subtree %u of %d)", (int)(left[i] >> 40) - 1,
+        (unsigned)(left[i] & 0xffffffffu), store_strerror(st), st == STORE_OK ? c.next : 0, n);
+  }
   store_info_t info;
   store_info_init(&info);
   store_get_info(store, &info);
