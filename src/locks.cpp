@@ -48,36 +48,27 @@ std::vector<LockRequest> LockClient::requests(const SlotId &id, std::size_t leng
   return reqs;
 }
 
-void LockClient::send_unlock(Agent &a, const LockRequest &req, std::uint64_t owner, std::uint32_t flags) {
-  if (c_.rt.failures->dead(req.holder)) return;
+std::optional<CtrlMsg> LockClient::unlock_to_send(const LockRequest &req, std::uint64_t owner, std::uint32_t flags) {
+  if (c_.rt.failures->dead(req.holder)) return std::nullopt;
   CtrlMsg m;
   m.type = MsgType::kUnlock;
   m.ns = static_cast<std::uint32_t>(req.id.ns);
   m.key = req.id.key;
   m.owner = owner;
   m.flags = flags;
-  if (req.holder == c_.rt.rank && c_.table.unlock_inline(m)) return;
-  a.post(req.holder, m); // through our helper when others wait: it hands the lock on
+  if (req.holder == c_.rt.rank && c_.table.unlock_inline(m)) return std::nullopt;
+  return m; // through the holder's helper when others wait: it hands the lock on
+}
+
+void LockClient::send_unlock(Agent &a, const LockRequest &req, std::uint64_t owner, std::uint32_t flags) {
+  if (const std::optional<CtrlMsg> m = unlock_to_send(req, owner, flags)) a.post(req.holder, *m);
 }
 
 void LockClient::release(Agent &a, const std::vector<Lock> &locks, std::uint32_t flags) {
-  if (locks.size() <= 1) {
-    for (const Lock &l : locks) send_unlock(a, l.req, l.owner, flags);
-    return;
-  }
-  // Many (a batch): the unlocks to one holder go out packed, kMaxPack to a message, in the order
-  // of the locks; our own are released inline where nobody waits.
+  // The unlocks to one holder go out packed, kMaxPack to a message, in the order of the locks.
   std::map<int, std::vector<CtrlMsg>> to;
   for (const Lock &l : locks) {
-    if (c_.rt.failures->dead(l.req.holder)) continue;
-    CtrlMsg m;
-    m.type = MsgType::kUnlock;
-    m.ns = static_cast<std::uint32_t>(l.req.id.ns);
-    m.key = l.req.id.key;
-    m.owner = l.owner;
-    m.flags = flags;
-    if (l.req.holder == c_.rt.rank && c_.table.unlock_inline(m)) continue;
-    to[l.req.holder].push_back(m);
+    if (const std::optional<CtrlMsg> m = unlock_to_send(l.req, l.owner, flags)) to[l.req.holder].push_back(*m);
   }
   for (const auto &[holder, msgs] : to) {
     for (std::size_t first = 0; first < msgs.size(); first += kMaxPack)

@@ -24,6 +24,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <stdexcept>
 #include <vector>
 
@@ -84,6 +85,9 @@ public:
 
 private:
   void send_unlock(Agent &a, const LockRequest &req, std::uint64_t owner, std::uint32_t flags = 0);
+  // The unlock of `req`'s lock, unless there is nothing to send: its holder died, or the lock is
+  // ours and was released inline (nobody waited for it).
+  std::optional<CtrlMsg> unlock_to_send(const LockRequest &req, std::uint64_t owner, std::uint32_t flags);
 
   Core &c_;
 };
