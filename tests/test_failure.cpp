@@ -1049,7 +1049,7 @@ int main(int argc, char **argv) {
     for (int r = 0; r < p; ++r) on_host += hosts[static_cast<std::size_t>(r)] == lost ? 1 : 0;
     bool whole = on_host == static_cast<int>(e.victims.size()) && on_host < p;
     for (int v : e.victims) whole = whole && hosts[static_cast<std::size_t>(v)] == lost;
-    if (in(e.victims, me) && !watch_host_daemon()) whole = false;
+    if (in(e.victims, me) && !watch_host_daemon(e.victims)) whole = false;
     MPI_Allreduce(MPI_IN_PLACE, &whole, 1, MPI_CXX_BOOL, MPI_LAND, MPI_COMM_WORLD);
     CHECK(whole, "--host-loss: the victims are not exactly the ranks of one host of several, under its prted");
     if (!whole) {

@@ -60,6 +60,11 @@ void write_file(const std::string &name, const std::string &text, int flags) {
   (void)n; // a short write leaves a marker the runner misses: the scenario fails, as it should
   close(fd);
 }
+
+void unlink_file(const std::string &name) {
+  const char *dir = std::getenv("RMASTORE_TEST_VERDICT_DIR");
+  if (dir != nullptr) unlink((std::string(dir) + "/" + name).c_str());
+}
 } // namespace
 
 void die_by_own_hand(const char *why) {
@@ -73,9 +78,10 @@ void die_by_own_hand(const char *why) {
 
 namespace {
 std::atomic<pid_t> g_daemon{0};
-}
+std::vector<int> g_host_ranks; // written before the watcher starts, read by die_with_host only
+} // namespace
 
-bool watch_host_daemon() {
+bool watch_host_daemon(const std::vector<int> &host_ranks) {
   const pid_t parent = getppid();
   std::string comm;
   if (FILE *f = std::fopen(("/proc/" + std::to_string(parent) + "/comm").c_str(), "r")) {
@@ -84,12 +90,10 @@ bool watch_host_daemon() {
     std::fclose(f);
   }
   if (comm.rfind("prted", 0) != 0) return false;
+  g_host_ranks = host_ranks;
   g_daemon = parent;
-  const std::string marker = "killed." + std::to_string(world_rank());
-  std::thread([parent, marker] {
+  std::thread([parent] {
     while (getppid() == parent) usleep(1000);
-    // This process's output went through the daemon, and is lost with it: only the marker tells.
-    write_file(marker, "host loss: died with its host\n", O_TRUNC);
     raise(SIGKILL);
   }).detach();
   return true;
@@ -99,13 +103,24 @@ void die_with_host(bool kill_daemon, const char *why) {
   const pid_t daemon = g_daemon;
   if (daemon == 0) die_by_own_hand("die_with_host without watch_host_daemon");
   if (kill_daemon) {
-    write_file("killed." + std::to_string(world_rank()), std::string("host loss: killed its prted (") + why + ")\n",
-               O_TRUNC);
-    kill(daemon, SIGKILL);
+    // The markers of the whole host are left here, before the kill: once the daemon is gone, Open
+    // MPI aborts each of its processes on PMIX_ERR_LOST_CONNECTION (ompi/errhandler/errhandler.c),
+    // which can come before the watcher sees the process orphaned, or before this process could
+    // write anything after the kill.
+    const std::string text =
+        std::string("host loss: its prted killed by rank ") + std::to_string(world_rank()) + " (" + why + ")\n";
+    for (int r : g_host_ranks) write_file("killed." + std::to_string(r), text, O_TRUNC);
+    if (kill(daemon, SIGKILL) != 0) {
+      // The host lives on: take the markers back, so that the runner fails the scenario.
+      for (int r : g_host_ranks) unlink_file("killed." + std::to_string(r));
+      std::fprintf(stderr, "[rank %d] host loss: cannot kill its prted %d: %s\n", world_rank(), (int)daemon,
+                   std::strerror(errno));
+      std::fflush(stderr);
+    }
     raise(SIGKILL);
   }
-  // The watcher kills this process once the daemon is gone; a daemon that lives on fails the
-  // scenario (no marker).
+  // The watcher kills this process once the daemon is gone, if Open MPI's abort does not come
+  // first; a daemon that lives on fails the scenario (no marker).
   std::this_thread::sleep_for(scaled(5000));
   std::fprintf(stderr, "[rank %d] host loss: its prted still lives (%s)\n", world_rank(), why);
   std::fflush(stderr);

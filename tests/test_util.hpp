@@ -34,9 +34,10 @@ void write_verdict(bool pass);
 [[noreturn]] void die_by_own_hand(const char *why);
 // Host loss (scripts/multihost.sh). watch_host_daemon: if this process's parent is its host's
 // Open MPI daemon (prted), starts a thread that kills this process as soon as the daemon is gone,
-// leaving killed.<rank>, as when the machine goes away; false if the parent is no prted.
-// die_with_host then kills the daemon (kill_daemon) and dies, or waits to die with it.
-bool watch_host_daemon();
+// as when the machine goes away; false if the parent is no prted. `host_ranks`: the world ranks
+// of this host. die_with_host then kills the daemon (kill_daemon), leaving killed.<rank> for every
+// rank of the host, and dies; or waits to die with it.
+bool watch_host_daemon(const std::vector<int> &host_ranks);
 [[noreturn]] void die_with_host(bool kill_daemon, const char *why);
 // Declares deaths the runner must find markers of, one spec a line: <point>@<rank>[#<n>] for a
 // fault point, own-hand@<rank> for die_by_own_hand. For scenarios that choose their deaths
