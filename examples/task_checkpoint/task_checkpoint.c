@@ -633,6 +633,10 @@ int main(int argc, char **argv) {
   store_key_t left[4];
   size_t nleft = 0;
   int more = 0;
+  /* all_done counts a task done once its fold-in committed, and a commit's values show before it
+   * returns (transactions are atomic across failures, not isolated): the checkpoint it deletes
+   * may still be in the store. Every worker's last commit returns before the listing. */
+  MPI_Barrier(work);
   if ((st = store_list(store, task_key(0, 0), task_key(world_size - 1, UINT32_MAX), left, 4, &nleft, &more)) !=
       STORE_OK)
     die("store_list", st);
