@@ -86,6 +86,7 @@ static int attach_detach(MPI_Win win, char *extra, size_t bytes) {
 
 int main(int argc, char **argv) {
   int provided, rank, size;
+  survive_sigpipe();
   MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);

@@ -65,6 +65,7 @@ static int rma(int is_put, uint64_t *buf, int peer, MPI_Aint at, MPI_Win win) {
 
 int main(int argc, char **argv) {
   int provided, rank, size;
+  survive_sigpipe();
   MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);

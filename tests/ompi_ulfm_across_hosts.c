@@ -53,6 +53,7 @@ static int parse_lazy(int argc, char **argv, int rank) {
 
 int main(int argc, char **argv) {
   int provided, rank, size;
+  survive_sigpipe();
   MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
