@@ -1,0 +1,71 @@
+#!/usr/bin/env python3
+"""Samples a running MPI job without stopping it, for the stalls across hosts (docs/operations.md).
+
+  chrt -f 50 scripts/stall_probe.py <comm prefix> <log> [period s, default 0.01]
+
+Every period, one line: the time, then for each process whose /proc/<pid>/comm starts with the
+prefix, pid[state+ticks of each thread]q<tx>/<rx>: each thread's state letter and the CPU ticks
+it used since the last sample, and the bytes in the send and receive queues of the TCP sockets
+of the process's network namespace (/proc/<pid>/net/tcp; on the simulated hosts that is its
+host). gdb, which the test's stall dumps use, stops the processes it looks at and lengthens the
+stalls; reading /proc does not. Stop it with a signal.
+"""
+import glob
+import sys
+import time
+
+
+def read(path):
+    with open(path) as f:
+        return f.read()
+
+
+def threads(pid, prev):
+    out = []
+    for task in glob.glob('/proc/%d/task/*' % pid):
+        stat = read(task + '/stat')
+        fields = stat[stat.rindex(')') + 2:].split()
+        tid = int(task.rsplit('/', 1)[1])
+        ticks = int(fields[11]) + int(fields[12])  # utime + stime
+        out.append('%s%d' % (fields[0], ticks - prev.get(tid, ticks)))
+        prev[tid] = ticks
+    return out
+
+
+def queues(pid):
+    tx = rx = 0
+    for line in read('/proc/%d/net/tcp' % pid).splitlines()[1:]:
+        q = line.split()[4].split(':')
+        tx += int(q[0], 16)
+        rx += int(q[1], 16)
+    return tx, rx
+
+
+def main():
+    prefix, log = sys.argv[1], open(sys.argv[2], 'w', buffering=1)
+    period = float(sys.argv[3]) if len(sys.argv) > 3 else 0.01
+    prev, pids, listed = {}, [], 0.0
+    while True:
+        t = time.time()
+        if t - listed > 0.5:  # scanning /proc every sample would cost more than the samples
+            listed, pids = t, []
+            for d in glob.glob('/proc/[0-9]*'):
+                try:
+                    if read(d + '/comm').startswith(prefix):
+                        pids.append(int(d[6:]))
+                except OSError:
+                    pass
+        parts = []
+        for pid in sorted(pids):
+            try:
+                tx, rx = queues(pid)
+                parts.append('%d[%s]q%d/%d' % (pid, ','.join(threads(pid, prev)), tx, rx))
+            except (OSError, ValueError, IndexError):
+                pass  # the process ended
+        if parts:
+            log.write('%.4f %s\n' % (t, ' '.join(parts)))
+        time.sleep(max(0.0, period - (time.time() - t)))
+
+
+if __name__ == '__main__':
+    main()
