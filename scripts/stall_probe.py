@@ -7,10 +7,12 @@ Every period, one line: the time, then for each process whose /proc/<pid>/comm s
 prefix, pid[state+ticks of each thread]q<tx>/<rx>: each thread's state letter and the CPU ticks
 it used since the last sample, and the bytes in the send and receive queues of the TCP sockets
 of the process's network namespace (/proc/<pid>/net/tcp; on the simulated hosts that is its
-host). gdb, which the test's stall dumps use, stops the processes it looks at and lengthens the
+host); after "|", each socket with bytes queued: ports, send/receive bytes, and the sampled
+process that holds it. gdb, which the test's stall dumps use, stops the processes it looks at and lengthens the
 stalls; reading /proc does not. Stop it with a signal.
 """
 import glob
+import os
 import sys
 import time
 
@@ -32,38 +34,60 @@ def threads(pid, prev):
     return out
 
 
-def queues(pid):
+def sockets_of(pid):
+    inodes = set()
+    for fd in glob.glob('/proc/%d/fd/*' % pid):
+        try:
+            link = os.readlink(fd)
+        except OSError:
+            continue
+        if link.startswith('socket:['):
+            inodes.add(int(link[8:-1]))
+    return inodes
+
+
+def queues(pid, owner, busy):
+    """Sums the queues of the namespace's sockets; names each non-empty one in `busy`, with
+    its ports and the sampled process that holds it ('?' for another, such as a daemon)."""
     tx = rx = 0
     for line in read('/proc/%d/net/tcp' % pid).splitlines()[1:]:
-        q = line.split()[4].split(':')
-        tx += int(q[0], 16)
-        rx += int(q[1], 16)
+        f = line.split()
+        q = f[4].split(':')
+        t, r = int(q[0], 16), int(q[1], 16)
+        tx += t
+        rx += r
+        if t or r:
+            ports = '%d>%d' % (int(f[1].split(':')[1], 16), int(f[2].split(':')[1], 16))
+            busy.add('%s:%d/%d@%s' % (ports, t, r, owner.get(int(f[9]), '?')))
     return tx, rx
 
 
 def main():
     prefix, log = sys.argv[1], open(sys.argv[2], 'w', buffering=1)
     period = float(sys.argv[3]) if len(sys.argv) > 3 else 0.01
-    prev, pids, listed = {}, [], 0.0
+    prev, pids, listed, owner = {}, [], 0.0, {}
     while True:
         t = time.time()
         if t - listed > 0.5:  # scanning /proc every sample would cost more than the samples
-            listed, pids = t, []
+            listed, pids, owner = t, [], {}
             for d in glob.glob('/proc/[0-9]*'):
                 try:
                     if read(d + '/comm').startswith(prefix):
                         pids.append(int(d[6:]))
                 except OSError:
                     pass
-        parts = []
+            for pid in pids:
+                for inode in sockets_of(pid):
+                    owner[inode] = pid
+        parts, busy = [], set()
         for pid in sorted(pids):
             try:
-                tx, rx = queues(pid)
+                tx, rx = queues(pid, owner, busy)
                 parts.append('%d[%s]q%d/%d' % (pid, ','.join(threads(pid, prev)), tx, rx))
             except (OSError, ValueError, IndexError):
                 pass  # the process ended
         if parts:
-            log.write('%.4f %s\n' % (t, ' '.join(parts)))
+            log.write('%.4f %s | %s\n' % (t, ' '.join(parts), ' '.join(sorted(busy))))
         time.sleep(max(0.0, period - (time.time() - t)))
 
 
