@@ -2,17 +2,22 @@
 """Samples a running MPI job without stopping it, for the stalls across hosts (docs/operations.md).
 
   chrt -f 50 scripts/stall_probe.py <comm prefix> <log> [period s, default 0.01]
+                                    [stacks after s] [stacks file]
 
 Every period, one line: the time, then for each process whose /proc/<pid>/comm starts with the
 prefix, pid[state+ticks of each thread]q<tx>/<rx>: each thread's state letter and the CPU ticks
 it used since the last sample, and the bytes in the send and receive queues of the TCP sockets
 of the process's network namespace (/proc/<pid>/net/tcp; on the simulated hosts that is its
 host); after "|", each socket with bytes queued: ports, send/receive bytes, and the sampled
-process that holds it. gdb, which the test's stall dumps use, stops the processes it looks at and lengthens the
+process that holds it. With "stacks after", once no socket of the job's hosts has held a byte
+for that long while its processes live, the stacks of all their threads are taken once per
+silence with gdb (in the background, one process after another) into the stacks file, and the
+log marks it. gdb, which the test's stall dumps use, stops the processes it looks at and lengthens the
 stalls; reading /proc does not. Stop it with a signal.
 """
 import glob
 import os
+import subprocess
 import sys
 import time
 
@@ -65,6 +70,9 @@ def queues(pid, owner, busy):
 def main():
     prefix, log = sys.argv[1], open(sys.argv[2], 'w', buffering=1)
     period = float(sys.argv[3]) if len(sys.argv) > 3 else 0.01
+    stacks_after = float(sys.argv[4]) if len(sys.argv) > 4 else 0.0
+    stacks_file = sys.argv[5] if len(sys.argv) > 5 else sys.argv[2] + '.stacks'
+    silent_since, dumped = None, False
     prev, pids, listed, owner = {}, [], 0.0, {}
     while True:
         t = time.time()
@@ -88,6 +96,16 @@ def main():
                 pass  # the process ended
         if parts:
             log.write('%.4f %s | %s\n' % (t, ' '.join(parts), ' '.join(sorted(busy))))
+            if busy:
+                silent_since, dumped = None, False
+            elif silent_since is None:
+                silent_since = t
+            elif stacks_after > 0 and not dumped and t - silent_since >= stacks_after:
+                dumped = True
+                log.write('%.4f stacks taken after %.2f s of silence\n' % (t, t - silent_since))
+                script = ' '.join('echo "== %d $(date +%%s.%%N)"; gdb -p %d -batch -ex "thread apply all bt";'
+                                  % (pid, pid) for pid in sorted(pids))
+                subprocess.Popen(['bash', '-c', '{ %s } >> %s 2>&1' % (script, stacks_file)])
         time.sleep(max(0.0, period - (time.time() - t)))
 
 
