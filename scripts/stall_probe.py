@@ -9,8 +9,10 @@ prefix, pid[state+ticks of each thread]q<tx>/<rx>: each thread's state letter an
 it used since the last sample, and the bytes in the send and receive queues of the TCP sockets
 of the process's network namespace (/proc/<pid>/net/tcp; on the simulated hosts that is its
 host); after "|", each socket with bytes queued: ports, send/receive bytes, and the sampled
-process that holds it. With "stacks after", once no socket of the job's hosts has held a byte
-for that long while its processes live, the stacks of all their threads are taken once per
+process that holds it. Each thread is shown as <state><ticks>@<last CPU>; its policy, nice,
+real-time priority and allowed CPUs are logged ("sched") whenever they change. With "stacks
+after", once no socket of the job's hosts has held a byte for that long, or a socket's unread
+bytes have not moved for that long, the stacks of all their threads are taken once per
 silence with gdb (in the background, one process after another) into the stacks file, and the
 log marks it. gdb, which the test's stall dumps use, stops the processes it looks at and lengthens the
 stalls; reading /proc does not. Stop it with a signal.
@@ -34,9 +36,22 @@ def threads(pid, prev):
         fields = stat[stat.rindex(')') + 2:].split()
         tid = int(task.rsplit('/', 1)[1])
         ticks = int(fields[11]) + int(fields[12])  # utime + stime
-        out.append('%s%d' % (fields[0], ticks - prev.get(tid, ticks)))
+        out.append('%s%d@%s' % (fields[0], ticks - prev.get(tid, ticks), fields[36]))  # last CPU
         prev[tid] = ticks
     return out
+
+
+def sched_of(pid):
+    """Each thread's policy, nice, real-time priority and allowed CPUs: what can keep a runnable
+    thread from running."""
+    out = []
+    for task in sorted(glob.glob('/proc/%d/task/*' % pid)):
+        stat = read(task + '/stat')
+        fields = stat[stat.rindex(')') + 2:].split()
+        cpus = [l.split()[1] for l in read(task + '/status').splitlines() if l.startswith('Cpus_allowed_list')]
+        out.append('%s:pol%s,nice%s,rt%s,cpus%s' % (task.rsplit('/', 1)[1], fields[38], fields[16], fields[37],
+                                                   cpus[0] if cpus else '?'))
+    return ' '.join(out)
 
 
 def sockets_of(pid):
@@ -51,7 +66,7 @@ def sockets_of(pid):
     return inodes
 
 
-def queues(pid, owner, busy):
+def queues(pid, owner, busy, unread):
     """Sums the queues of the namespace's sockets; names each non-empty one in `busy`, with
     its ports and the sampled process that holds it ('?' for another, such as a daemon)."""
     tx = rx = 0
@@ -64,6 +79,8 @@ def queues(pid, owner, busy):
         if t or r:
             ports = '%d>%d' % (int(f[1].split(':')[1], 16), int(f[2].split(':')[1], 16))
             busy.add('%s:%d/%d@%s' % (ports, t, r, owner.get(int(f[9]), '?')))
+            if r:
+                unread[ports] = r
     return tx, rx
 
 
@@ -73,6 +90,8 @@ def main():
     stacks_after = float(sys.argv[4]) if len(sys.argv) > 4 else 0.0
     stacks_file = sys.argv[5] if len(sys.argv) > 5 else sys.argv[2] + '.stacks'
     silent_since, dumped = None, False
+    stuck = {}  # ports -> (unread bytes, since): a socket whose unread bytes do not move
+    sched = {}
     prev, pids, listed, owner = {}, [], 0.0, {}
     while True:
         t = time.time()
@@ -85,25 +104,38 @@ def main():
                 except OSError:
                     pass
             for pid in pids:
-                for inode in sockets_of(pid):
-                    owner[inode] = pid
-        parts, busy = [], set()
+                try:
+                    for inode in sockets_of(pid):
+                        owner[inode] = pid
+                    now = sched_of(pid)
+                except (OSError, IndexError):
+                    continue
+                if sched.get(pid) != now:
+                    sched[pid] = now
+                    log.write('%.4f sched %d %s\n' % (t, pid, now))
+        parts, busy, unread = [], set(), {}
         for pid in sorted(pids):
             try:
-                tx, rx = queues(pid, owner, busy)
+                tx, rx = queues(pid, owner, busy, unread)
                 parts.append('%d[%s]q%d/%d' % (pid, ','.join(threads(pid, prev)), tx, rx))
             except (OSError, ValueError, IndexError):
                 pass  # the process ended
         if parts:
             log.write('%.4f %s | %s\n' % (t, ' '.join(parts), ' '.join(sorted(busy))))
+            stuck = {k: (r, stuck[k][1] if k in stuck and stuck[k][0] == r else t) for k, r in unread.items()}
+            longest = max((t - since for _, since in stuck.values()), default=0.0)
             if busy:
-                silent_since, dumped = None, False
+                silent_since = None
             elif silent_since is None:
                 silent_since = t
-            elif stacks_after > 0 and not dumped and t - silent_since >= stacks_after:
+            quiet = t - silent_since if silent_since is not None else 0.0
+            if stacks_after <= 0 or max(quiet, longest) < stacks_after:
+                dumped = False
+            elif not dumped:
                 dumped = True
-                log.write('%.4f stacks taken after %.2f s of silence\n' % (t, t - silent_since))
-                script = ' '.join('echo "== %d $(date +%%s.%%N)"; gdb -p %d -batch -ex "thread apply all bt";'
+                log.write('%.4f stacks taken: %.2f s of silence, unread bytes unmoved for %.2f s\n' %
+                          (t, quiet, longest))
+                script = ' '.join('echo "== %d $(date +%%s.%%N)"; chrt -o 0 gdb -p %d -batch -ex \"thread apply all bt\";'
                                   % (pid, pid) for pid in sorted(pids))
                 subprocess.Popen(['bash', '-c', '{ %s } >> %s 2>&1' % (script, stacks_file)])
         time.sleep(max(0.0, period - (time.time() - t)))
