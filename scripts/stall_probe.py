@@ -12,8 +12,8 @@ host); after "|", each socket with bytes queued: ports, send/receive bytes, and 
 process that holds it. Each thread is shown as <state><ticks>@<last CPU>; its policy, nice,
 real-time priority and allowed CPUs are logged ("sched") whenever they change. With "stacks
 after", once no socket of the job's hosts has held a byte for that long, or a socket's unread
-bytes have not moved for that long, the stacks of all their threads are taken once per
-silence with gdb (in the background, one process after another) into the stacks file, and the
+bytes have not moved for that long, the stacks of all their threads are taken, once per probe,
+with gdb (in the background, one process after another) into the stacks file, and the
 log marks it. gdb, which the test's stall dumps use, stops the processes it looks at and lengthens the
 stalls; reading /proc does not. Stop it with a signal.
 """
@@ -129,9 +129,10 @@ def main():
             elif silent_since is None:
                 silent_since = t
             quiet = t - silent_since if silent_since is not None else 0.0
-            if stacks_after <= 0 or max(quiet, longest) < stacks_after:
-                dumped = False
-            elif not dumped:
+            # Once per probe: gdb stops each process for about a second, and every dump would
+            # lengthen the stall it records (a loop that dumped at every unmoved socket made a
+            # 9 s run last 120 s).
+            if stacks_after > 0 and not dumped and max(quiet, longest) >= stacks_after:
                 dumped = True
                 log.write('%.4f stacks taken: %.2f s of silence, unread bytes unmoved for %.2f s\n' %
                           (t, quiet, longest))
