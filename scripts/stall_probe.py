@@ -31,7 +31,7 @@ def read(path):
 
 def threads(pid, prev):
     out = []
-    for task in glob.glob('/proc/%d/task/*' % pid):
+    for task in sorted(glob.glob('/proc/%d/task/*' % pid)):  # the order of the "sched" lines
         stat = read(task + '/stat')
         fields = stat[stat.rindex(')') + 2:].split()
         tid = int(task.rsplit('/', 1)[1])
