@@ -60,11 +60,6 @@ void write_file(const std::string &name, const std::string &text, int flags) {
   (void)n; // a short write leaves a marker the runner misses: the scenario fails, as it should
   close(fd);
 }
-
-void unlink_file(const std::string &name) {
-  const char *dir = std::getenv("RMASTORE_TEST_VERDICT_DIR");
-  if (dir != nullptr) unlink((std::string(dir) + "/" + name).c_str());
-}
 } // namespace
 
 void die_by_own_hand(const char *why) {
@@ -111,16 +106,16 @@ void die_with_host(bool kill_daemon, const char *why) {
         std::string("host loss: its prted killed by rank ") + std::to_string(world_rank()) + " (" + why + ")\n";
     for (int r : g_host_ranks) write_file("killed." + std::to_string(r), text, O_TRUNC);
     if (kill(daemon, SIGKILL) != 0) {
-      // The host lives on: take the markers back, so that the runner fails the scenario.
-      for (int r : g_host_ranks) unlink_file("killed." + std::to_string(r));
+      // The host lives on: a victim's failed verdict fails the scenario.
       std::fprintf(stderr, "[rank %d] host loss: cannot kill its prted %d: %s\n", world_rank(), (int)daemon,
                    std::strerror(errno));
       std::fflush(stderr);
+      write_verdict(false);
     }
     raise(SIGKILL);
   }
   // The watcher kills this process once the daemon is gone, if Open MPI's abort does not come
-  // first; a daemon that lives on fails the scenario (no marker).
+  // first; a daemon that lives on is reported here.
   std::this_thread::sleep_for(scaled(5000));
   std::fprintf(stderr, "[rank %d] host loss: its prted still lives (%s)\n", world_rank(), why);
   std::fflush(stderr);
