@@ -66,9 +66,10 @@ def sockets_of(pid):
     return inodes
 
 
-def queues(pid, owner, busy, unread):
+def queues(pid, netns, owner, busy, unread):
     """Sums the queues of the namespace's sockets; names each non-empty one in `busy`, with
-    its ports and the sampled process that holds it ('?' for another, such as a daemon)."""
+    its ports and the sampled process that holds it ('?' for another, such as a daemon), and
+    each one with unread bytes in `unread`, under its namespace and ports."""
     tx = rx = 0
     for line in read('/proc/%d/net/tcp' % pid).splitlines()[1:]:
         f = line.split()
@@ -80,7 +81,7 @@ def queues(pid, owner, busy, unread):
             ports = '%d>%d' % (int(f[1].split(':')[1], 16), int(f[2].split(':')[1], 16))
             busy.add('%s:%d/%d@%s' % (ports, t, r, owner.get(int(f[9]), '?')))
             if r:
-                unread[ports] = r
+                unread[(netns, ports)] = r
     return tx, rx
 
 
@@ -90,9 +91,9 @@ def main():
     stacks_after = float(sys.argv[4]) if len(sys.argv) > 4 else 0.0
     stacks_file = sys.argv[5] if len(sys.argv) > 5 else sys.argv[2] + '.stacks'
     silent_since, dumped = None, False
-    stuck = {}  # ports -> (unread bytes, since): a socket whose unread bytes do not move
+    stuck = {}  # (namespace, ports) -> (unread bytes, since): unread bytes that do not move
     sched = {}
-    prev, pids, listed, owner = {}, [], 0.0, {}
+    prev, pids, listed, owner, netns_of = {}, [], 0.0, {}, {}
     while True:
         t = time.time()
         if t - listed > 0.5:  # scanning /proc every sample would cost more than the samples
@@ -113,10 +114,15 @@ def main():
                 if sched.get(pid) != now:
                     sched[pid] = now
                     log.write('%.4f sched %d %s\n' % (t, pid, now))
-        parts, busy, unread = [], set(), {}
+        parts, busy, unread, of_netns = [], set(), {}, {}
         for pid in sorted(pids):
             try:
-                tx, rx = queues(pid, owner, busy, unread)
+                # The processes of a host share its namespace and so its TCP table: read once.
+                netns = netns_of.get(pid) or os.readlink('/proc/%d/ns/net' % pid)
+                netns_of[pid] = netns
+                if netns not in of_netns:
+                    of_netns[netns] = queues(pid, netns, owner, busy, unread)
+                tx, rx = of_netns[netns]
                 parts.append('%d[%s]q%d/%d' % (pid, ','.join(threads(pid, prev)), tx, rx))
             except (OSError, ValueError, IndexError):
                 pass  # the process ended
