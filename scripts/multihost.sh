@@ -38,10 +38,31 @@ check() {
 
 hosts_now() { ip netns list 2>/dev/null | awk '{print $1}' | grep -E '^rmh[0-9]+$' || true; }
 
+# One CPU cgroup for the processes of every host (scripts/multihost-agent says why). Without
+# autogroups there is nothing to undo.
+# RMASTORE_MULTIHOST_CPU_GROUP=0 leaves the hosts in their autogroups, to measure.
+cpu_group() {
+  if [ "${RMASTORE_MULTIHOST_CPU_GROUP:-1}" = 0 ]; then
+    rmdir /sys/fs/cgroup/cpu/rmastore-hosts /sys/fs/cgroup/rmastore-hosts 2>/dev/null
+    return 0
+  fi
+  [ "$(cat /proc/sys/kernel/sched_autogroup_enabled 2>/dev/null)" = 1 ] || return 0
+  if [ -e /sys/fs/cgroup/cpu/cpu.shares ]; then
+    mkdir -p /sys/fs/cgroup/cpu/rmastore-hosts && return 0
+  elif grep -qw cpu /sys/fs/cgroup/cgroup.controllers 2>/dev/null; then
+    mkdir -p /sys/fs/cgroup/rmastore-hosts
+    grep -qw cpu /sys/fs/cgroup/cgroup.subtree_control || echo +cpu >/sys/fs/cgroup/cgroup.subtree_control
+    grep -qw cpu /sys/fs/cgroup/rmastore-hosts/cgroup.controllers 2>/dev/null && return 0
+  fi
+  echo "multihost: warning: autogroups are on and no CPU cgroup could be made for the hosts;" \
+    "runs across hosts may stall for seconds (docs/operations.md)" >&2
+}
+
 up() { # $1 = number of hosts
   local n=$1 i ns
   check || exit 1
   exec 9>"$LOCK"; flock 9
+  cpu_group
   ip link show "$BRIDGE" >/dev/null 2>&1 || ip link add "$BRIDGE" type bridge || die "cannot create bridge $BRIDGE"
   ip addr show dev "$BRIDGE" | grep -q "$NET.1/24" || ip addr add "$NET.1/24" dev "$BRIDGE"
   ip link set "$BRIDGE" up
@@ -73,6 +94,7 @@ down() {
   clean
   for ns in $(hosts_now); do ip netns del "$ns"; done
   ip link del "$BRIDGE" 2>/dev/null
+  rmdir /sys/fs/cgroup/cpu/rmastore-hosts /sys/fs/cgroup/rmastore-hosts 2>/dev/null
   return 0
 }
 

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdlib>
+#include <fstream>
 #include <set>
 #include <string>
 #include <vector>
@@ -22,6 +23,36 @@ namespace {
 int hosts_expected() {
   const char *v = std::getenv("RMASTORE_TEST_HOSTS");
   return v ? std::atoi(v) : 0;
+}
+
+std::string first_line(const char *path) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
+// The group the kernel's fair scheduler puts this process in: its CPU cgroup, or, in the root
+// cgroup with autogroups on, its session's autogroup.
+std::string scheduling_group() {
+  std::ifstream in("/proc/self/cgroup");
+  std::string line, cpu = "/";
+  while (std::getline(in, line)) {
+    // cgroup v1: "N:cpu,cpuacct:/path"; v2: "0::/path" (counts when v1 has no cpu hierarchy).
+    const auto a = line.find(':'), b = line.find(':', a + 1);
+    const std::string controllers = line.substr(a + 1, b - a - 1), path = line.substr(b + 1);
+    std::string list = "," + controllers + ",";
+    if (list.find(",cpu,") != std::string::npos) {
+      cpu = "v1:" + path;
+      break;
+    }
+    if (controllers.empty()) cpu = "v2:" + path;
+  }
+  if ((cpu == "v1:/" || cpu == "v2:/" || cpu == "/") && first_line("/proc/sys/kernel/sched_autogroup_enabled") == "1") {
+    const std::string ag = first_line("/proc/self/autogroup");
+    return "autogroup " + ag.substr(0, ag.find(' '));
+  }
+  return "cgroup " + cpu;
 }
 
 } // namespace
@@ -87,3 +118,22 @@ TEST_P(HostsPlacement, EveryCopyOnADistinctHost) {
 
 INSTANTIATE_TEST_SUITE_P(Replicas, HostsPlacement, ::testing::Values(2, 3),
                          [](const ::testing::TestParamInfo<int> &p) { return "r" + std::to_string(p.param); });
+
+// The simulated hosts share this machine's cores. Scheduled as rival groups (one autogroup per
+// prted session), runnable threads of one host waited seconds behind a spinning thread of another
+// (docs/operations.md, "What the stalls were"); scripts/multihost.sh keeps them in one group.
+TEST(Hosts, TheHostsShareOneSchedulingGroup) {
+  std::array<char, 256> mine{};
+  const std::string group = scheduling_group();
+  ASSERT_LT(group.size(), mine.size());
+  std::copy(group.begin(), group.end(), mine.begin());
+  std::vector<char> all(mine.size() * static_cast<std::size_t>(world_size()));
+  ASSERT_EQ(MPI_Allgather(mine.data(), static_cast<int>(mine.size()), MPI_CHAR, all.data(),
+                          static_cast<int>(mine.size()), MPI_CHAR, MPI_COMM_WORLD),
+            MPI_SUCCESS);
+  const auto hosts = host_of_rank();
+  for (int r = 0; r < world_size(); ++r)
+    EXPECT_EQ(std::string(&all[static_cast<std::size_t>(r) * mine.size()]), group)
+        << "rank " << r << " on " << hosts[static_cast<std::size_t>(r)] << " is scheduled in another group than rank "
+        << world_rank() << " on " << hosts[static_cast<std::size_t>(world_rank())];
+}
