@@ -120,8 +120,9 @@ INSTANTIATE_TEST_SUITE_P(Replicas, HostsPlacement, ::testing::Values(2, 3),
                          [](const ::testing::TestParamInfo<int> &p) { return "r" + std::to_string(p.param); });
 
 // The simulated hosts share this machine's cores. Scheduled as rival groups (one autogroup per
-// prted session), runnable threads of one host waited seconds behind a spinning thread of another
-// (docs/operations.md, "What the stalls were"); scripts/multihost.sh keeps them in one group.
+// prted session), runnable threads of one host waited seconds behind a spinning thread of
+// another (docs/operations.md, "The stalls were the simulation's scheduling");
+// scripts/multihost.sh keeps them in one group.
 TEST(Hosts, TheHostsShareOneSchedulingGroup) {
   std::array<char, 256> mine{};
   const std::string group = scheduling_group();
