@@ -40,22 +40,19 @@ hosts_now() { ip netns list 2>/dev/null | awk '{print $1}' | grep -E '^rmh[0-9]+
 
 # One CPU cgroup for the processes of every host (scripts/multihost-agent says why). Without
 # autogroups there is nothing to undo.
-# RMASTORE_MULTIHOST_CPU_GROUP=0 leaves the hosts in their autogroups, to measure.
+# (RMASTORE_MULTIHOST_CPU_GROUP=0 makes the agent leave the hosts in their autogroups, to
+# measure.) On cgroup v2 the group is made only where the root already hands the cpu controller
+# down: enabling it would change how the whole machine is scheduled.
 cpu_group() {
-  if [ "${RMASTORE_MULTIHOST_CPU_GROUP:-1}" = 0 ]; then
-    rmdir /sys/fs/cgroup/cpu/rmastore-hosts /sys/fs/cgroup/rmastore-hosts 2>/dev/null
-    return 0
-  fi
   [ "$(cat /proc/sys/kernel/sched_autogroup_enabled 2>/dev/null)" = 1 ] || return 0
   if [ -e /sys/fs/cgroup/cpu/cpu.shares ]; then
     mkdir -p /sys/fs/cgroup/cpu/rmastore-hosts && return 0
-  elif grep -qw cpu /sys/fs/cgroup/cgroup.controllers 2>/dev/null; then
-    mkdir -p /sys/fs/cgroup/rmastore-hosts
-    grep -qw cpu /sys/fs/cgroup/cgroup.subtree_control || echo +cpu >/sys/fs/cgroup/cgroup.subtree_control
-    grep -qw cpu /sys/fs/cgroup/rmastore-hosts/cgroup.controllers 2>/dev/null && return 0
+  elif grep -qw cpu /sys/fs/cgroup/cgroup.subtree_control 2>/dev/null; then
+    mkdir -p /sys/fs/cgroup/rmastore-hosts && return 0
   fi
-  echo "multihost: warning: autogroups are on and no CPU cgroup could be made for the hosts;" \
-    "runs across hosts may stall for seconds (docs/operations.md)" >&2
+  echo "multihost: warning: autogroups are on and no CPU cgroup could be made for the hosts, so" \
+    "they are scheduled as rival groups and runs may stall for seconds (docs/operations.md);" \
+    "enable the cpu controller in the cgroup root, or set kernel.sched_autogroup_enabled=0" >&2
 }
 
 up() { # $1 = number of hosts
@@ -94,7 +91,14 @@ down() {
   clean
   for ns in $(hosts_now); do ip netns del "$ns"; done
   ip link del "$BRIDGE" 2>/dev/null
-  rmdir /sys/fs/cgroup/cpu/rmastore-hosts /sys/fs/cgroup/rmastore-hosts 2>/dev/null
+  # The processes killed by clean may take a moment to leave the group.
+  local g
+  for g in /sys/fs/cgroup/cpu/rmastore-hosts /sys/fs/cgroup/rmastore-hosts; do
+    for _ in 1 2 3 4 5 6 7 8 9 10; do
+      [ -d "$g" ] || break
+      rmdir "$g" 2>/dev/null || sleep 0.2
+    done
+  done
   return 0
 }
 

@@ -3,7 +3,7 @@
 # RMASTORE_TEST_HOSTS=N from the test's environment. Tests share the hosts, so they run one at a
 # time (RESOURCE_LOCK), and a machine that cannot make hosts fails them with the reason.
 set(RMASTORE_TEST_HOSTS 3)
-# OFF keeps, across hosts, only the scenarios that name HOSTS_NP (a shorter run, about 5 min less).
+# OFF keeps, across hosts, only the scenarios that name HOSTS_NP (a shorter run).
 option(RMASTORE_HOSTS_MATRIX "Run every failure scenario and random seed across simulated hosts too" ON)
 
 # rmastore_add_multihost_test(<exe> NAME <name> NP <np...> TIMEOUT <s> [KILLED <n>] [ARGS ...] [ENV ...]
