@@ -2,8 +2,9 @@
 # Runs the store_bench points reported in docs/benchmarks.md and writes their JSON lines to
 # the file given as $1 (default: store_bench.jsonl). The second argument picks a part: all
 # (default), global, or localized (the two variants); hosts runs the points across 3 simulated
-# hosts (scripts/multihost.sh, needs root), which all leaves out.
-#   benchmarks/run_matrix.sh [out.jsonl] [all|global|localized|hosts]
+# hosts (scripts/multihost.sh, needs root), which all leaves out, and hosts-yield the launcher's
+# mpi_yield_when_idle on and off there.
+#   benchmarks/run_matrix.sh [out.jsonl] [all|global|localized|hosts|hosts-yield]
 # store_bench is built against the installed library (benchmarks/build_installed.sh: the build
 # tree in $RMASTORE_BUILD_DIR, default build/, is installed into a prefix and the benchmarks
 # are built on their own against it), so the figures are those of the library applications link.
@@ -17,7 +18,7 @@ source "${RMASTORE_CACHE:-$HOME/.cache/rmastore}/mpi-env.sh"
 source "$root/scripts/launch.sh"; flags=("${RMASTORE_MPIRUN_FLAGS[@]}")
 # Across hosts (part hosts): the same flags through the simulated hosts' launcher.
 launch=(mpirun)
-[ "$part" = hosts ] && launch=("$root/scripts/multihost.sh" run 3 mpirun)
+[[ $part == hosts* ]] && launch=("$root/scripts/multihost.sh" run 3 mpirun)
 # tag: JSON fields added to each line of the next results (e.g. ,"run":2), to tell runs apart.
 tag=
 bench() { # np, then store_bench arguments
@@ -62,6 +63,19 @@ if [ "$part" = hosts ]; then
     for hl in 0 1; do
       tag=",\"run\":$run"
       bench 6 --op failure --mib 16 --replicas 2 --host-loss "$hl"
+    done
+  done
+  echo "wrote $out" >&2
+  exit 0
+fi
+if [ "$part" = hosts-yield ]; then
+  # What the launcher's mpi_yield_when_idle is for, in one CPU group: without it
+  # (RMASTORE_MULTIHOST_YIELD=0) waiting processes spin instead of giving up their core.
+  for run in 1 2 3; do
+    for y in 1 0; do
+      tag=",\"yield\":$y,\"run\":$run"
+      RMASTORE_MULTIHOST_YIELD=$y bench 3 --op put --sizes 8,65536 --replicas 1,2 --scenario idle --reps 50
+      RMASTORE_MULTIHOST_YIELD=$y bench 6 --op failure --mib 16 --replicas 2
     done
   done
   echo "wrote $out" >&2
