@@ -191,7 +191,16 @@ void Store::finalize() {
   require_healthy();
   core_->app.drain();
   RMASTORE_FAULT_POINT("finalize.before_barrier");
-  const bool failed = variant_->finalize_barrier();
+  bool failed = false;
+  try {
+    failed = variant_->finalize_barrier();
+  } catch (...) {
+    // store_finalize then abandons the store without destroying it (its collective teardown
+    // did not complete), but its threads must not outlive the call: left running, they polled
+    // MPI inside the caller's MPI_Finalize and aborted the job (test_finalize_death).
+    stop_threads();
+    throw;
+  }
   stop_threads();
   Runtime &rt = core_->rt;
   if (failed) {
