@@ -188,16 +188,17 @@ void Store::stop_for_mpi_finalize() {
 void Store::finalize() {
   // After the barrier nobody sends a request any more, so the helpers may stop. A repair still
   // waiting on a process whose helper stopped gives up when its own store stops.
-  require_healthy();
-  core_->app.drain();
-  RMASTORE_FAULT_POINT("finalize.before_barrier");
   bool failed = false;
   try {
+    require_healthy();
+    core_->app.drain();
+    RMASTORE_FAULT_POINT("finalize.before_barrier");
     failed = variant_->finalize_barrier();
   } catch (...) {
-    // store_finalize then abandons the store without destroying it (its collective teardown
-    // did not complete), but its threads must not outlive the call: left running, they polled
-    // MPI inside the caller's MPI_Finalize and aborted the job (test_finalize_death).
+    // A failure known before the call or met in its barrier: store_finalize then abandons the
+    // store without destroying it (its collective teardown did not complete), but its threads
+    // must not outlive the call: left running, they polled MPI inside the caller's MPI_Finalize
+    // and aborted the job (test_finalize_death, both modes).
     stop_threads();
     throw;
   }

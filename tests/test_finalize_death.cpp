@@ -5,7 +5,15 @@
 // "an MPI call failed for a reason other than a process failure"), STORE_OK in the localized
 // variant, whose finalize carries on through failures. Either way the handle is gone.
 //
+// With --known-before (global variant), the victim dies by its own hand before store_finalize
+// instead, and the survivors call it once their puts report the failure, without store_recover:
+// STORE_ERR_PROC_FAILED again. In both modes the survivors' MPI_Finalize must then end the job
+// (the store's threads once outlived a failed store_finalize and aborted it).
+//
 // The variant comes from RMASTORE_TEST_RECOVERY, as for the other tests.
+#include <chrono>
+#include <cstring>
+#include <string>
 #include <vector>
 
 #include "test_util.hpp"
@@ -26,12 +34,28 @@ int main(int argc, char **argv) {
     const std::vector<std::byte> v = make_value(k, 1, 100);
     CHECK(store_put(s, k, v.data(), v.size()) == STORE_OK, "store_put %llu", (unsigned long long)k);
   }
+  const bool known_before = argc > 1 && std::strcmp(argv[1], "--known-before") == 0;
+  CHECK(!known_before || !localized, "--known-before is for the global variant");
+  const int victim = np - 1;
+  if (known_before && rank == 0) expect_deaths({"own-hand@" + std::to_string(victim)});
   CHECK(MPI_Barrier(MPI_COMM_WORLD) == MPI_SUCCESS, "MPI_Barrier");
-  // The victim dies in here (its fault point); the others must come back.
+  if (known_before) {
+    if (rank == victim) die_by_own_hand("before store_finalize");
+    // Puts that need the victim fail once the failure is known.
+    store_status_t put = STORE_OK;
+    const auto until = std::chrono::steady_clock::now() + scaled(20000);
+    for (store_key_t k = 0; put == STORE_OK && std::chrono::steady_clock::now() < until; ++k) {
+      const std::vector<std::byte> v = make_value(k, 2, 100);
+      put = store_put(s, k % (4 * static_cast<store_key_t>(np)), v.data(), v.size());
+    }
+    CHECK(put == STORE_ERR_PROC_FAILED, "puts after the death: %s, expected %s", store_strerror(put),
+          store_strerror(STORE_ERR_PROC_FAILED));
+  }
+  // Without --known-before the victim dies in here (its fault point); the others must come back.
   const store_status_t st = store_finalize(&s);
   const store_status_t want = localized ? STORE_OK : STORE_ERR_PROC_FAILED;
-  CHECK(st == want, "store_finalize after a death inside it: %s, expected %s", store_strerror(st),
-        store_strerror(want));
+  CHECK(st == want, "store_finalize after a death %s it: %s, expected %s", known_before ? "before" : "inside",
+        store_strerror(st), store_strerror(want));
   CHECK(s == nullptr, "store_finalize left the handle set");
   write_verdict(check_failures == 0);
   MPI_Finalize();

@@ -125,16 +125,10 @@ INSTANTIATE_TEST_SUITE_P(Replicas, HostsPlacement, ::testing::Values(2, 3),
 // another (docs/operations.md, "The stalls were the simulation's scheduling");
 // scripts/multihost.sh keeps them in one group.
 TEST(Hosts, TheHostsShareOneSchedulingGroup) {
-  std::array<char, 256> mine{};
-  const std::string group = scheduling_group().substr(0, mine.size() - 1);
-  std::copy(group.begin(), group.end(), mine.begin());
-  std::vector<char> all(mine.size() * static_cast<std::size_t>(world_size()));
-  ASSERT_EQ(MPI_Allgather(mine.data(), static_cast<int>(mine.size()), MPI_CHAR, all.data(),
-                          static_cast<int>(mine.size()), MPI_CHAR, MPI_COMM_WORLD),
-            MPI_SUCCESS);
-  const auto hosts = host_of_rank();
+  const std::string group = scheduling_group();
+  const auto groups = all_strings(group), hosts = host_of_rank();
   for (int r = 0; r < world_size(); ++r)
-    EXPECT_EQ(std::string(&all[static_cast<std::size_t>(r) * mine.size()]), group)
+    EXPECT_EQ(groups[static_cast<std::size_t>(r)], group)
         << "rank " << r << " on " << hosts[static_cast<std::size_t>(r)] << " is scheduled in another group than rank "
         << world_rank() << " on " << hosts[static_cast<std::size_t>(world_rank())]
         << " (scripts/multihost.sh up warns why it could not make one CPU cgroup for the hosts)";

@@ -216,15 +216,21 @@ bool all_ranks(bool ok) {
   return all == 1;
 }
 
-std::vector<std::string> host_of_rank() {
-  std::array<char, 64> mine{};
-  gethostname(mine.data(), mine.size() - 1);
+std::vector<std::string> all_strings(const std::string &text) {
+  std::array<char, 256> mine{};
+  text.copy(mine.data(), mine.size() - 1);
   std::vector<char> all(mine.size() * static_cast<std::size_t>(world_size()));
   MPI_Allgather(mine.data(), static_cast<int>(mine.size()), MPI_CHAR, all.data(), static_cast<int>(mine.size()),
                 MPI_CHAR, MPI_COMM_WORLD);
-  std::vector<std::string> hosts;
-  for (int r = 0; r < world_size(); ++r) hosts.emplace_back(&all[static_cast<std::size_t>(r) * mine.size()]);
-  return hosts;
+  std::vector<std::string> out;
+  for (int r = 0; r < world_size(); ++r) out.emplace_back(&all[static_cast<std::size_t>(r) * mine.size()]);
+  return out;
+}
+
+std::vector<std::string> host_of_rank() {
+  std::array<char, 64> name{};
+  gethostname(name.data(), name.size() - 1);
+  return all_strings(name.data());
 }
 
 namespace {

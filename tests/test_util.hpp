@@ -46,6 +46,8 @@ void expect_deaths(const std::vector<std::string> &specs);
 
 int world_rank();
 int world_size();
+// Every rank's `text` (its first 255 bytes), by rank of MPI_COMM_WORLD (collective).
+std::vector<std::string> all_strings(const std::string &text);
 // The host name of every rank of MPI_COMM_WORLD (collective; each simulated host of
 // scripts/multihost.sh has its own).
 std::vector<std::string> host_of_rank();
