@@ -12,6 +12,7 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 out=${1:-store_bench.jsonl}
 part=${2:-all}
+case $part in all | global | localized | hosts | hosts-yield) ;; *) echo "run_matrix: unknown part '$part'" >&2; exit 2 ;; esac
 bench_build=$("$root/benchmarks/build_installed.sh" store_bench)
 # shellcheck source=/dev/null
 source "${RMASTORE_CACHE:-$HOME/.cache/rmastore}/mpi-env.sh"
@@ -65,8 +66,6 @@ if [ "$part" = hosts ]; then
       bench 6 --op failure --mib 16 --replicas 2 --host-loss "$hl"
     done
   done
-  echo "wrote $out" >&2
-  exit 0
 fi
 if [ "$part" = hosts-yield ]; then
   # What the launcher's mpi_yield_when_idle is for, in one CPU group: without it
@@ -78,10 +77,8 @@ if [ "$part" = hosts-yield ]; then
       RMASTORE_MULTIHOST_YIELD=$y bench 6 --op failure --mib 16 --replicas 2
     done
   done
-  echo "wrote $out" >&2
-  exit 0
 fi
-if [ "$part" != localized ]; then
+if [ "$part" = all ] || [ "$part" = global ]; then
 all=8,64,512,4K,64K,1M,16M,64M
 bench 2 --op put,get,cpu --sizes $all --replicas 1 --scenario idle,busy
 bench 3 --op put,get,cpu --sizes $all --replicas 2 --scenario idle,busy
@@ -102,7 +99,7 @@ bench 8 --op failure --mib 16 --replicas 2 --detector ping
 # Memory per new key: the writer's, a holder's per copy, a bystander's (both variants).
 bench 3 --op key-memory --sizes 8 --recovery global,localized
 fi
-if [ "$part" != global ]; then
+if [ "$part" = all ] || [ "$part" = localized ]; then
   # The localized variant: what its slot locks cost a failure-free put, and the pause each
   # survivor sees when a process dies, against the global variant (five deaths per point).
   for np in 3 4 8; do
