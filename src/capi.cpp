@@ -60,10 +60,13 @@ void run_queued_locked(store_t s) noexcept;
 void stop_worker(store_t s) noexcept;
 
 // MPI_Finalize deletes the attributes of MPI_COMM_SELF first, while MPI is still fully usable:
-// this is the only moment at which the helper and repair threads of stores the application did
-// not finalize (an exit through an error path) can be stopped before they call MPI after
-// MPI_Finalize, which aborts the job. Only local work here: other processes may not be in
-// MPI_Finalize, or may have finalized their stores.
+// this is the only moment at which stores the application did not finalize (an exit through
+// an error path, a forgotten store_finalize) can be taken down before their threads call MPI
+// after MPI_Finalize, which aborts the job. Each is finalized as store_finalize would, which is
+// collective: MPI_Finalize is collective too, so the other processes come, through their own
+// MPI_Finalize or store_finalize. Stopping the threads at once instead left a peer still inside
+// a call waiting forever for an answer from this process's helper (tests/test_finalize_race.cpp).
+// Newest store first, the order of store_init, which is collective too.
 int on_mpi_finalize(MPI_Comm, int keyval, void *, void *) {
   try {
     std::vector<store_t> stores;
@@ -76,10 +79,18 @@ int on_mpi_finalize(MPI_Comm, int keyval, void *, void *) {
     for (store_t s : stores) {
       stop_worker(s);
       std::lock_guard lk(s->mutex);
+      run_queued_locked(s); // as store_finalize: puts still queued run first
       if (s->magic != kLiveMagic) continue;
       s->magic = kMpiGoneMagic;
-      if (s->impl) s->impl->stop_for_mpi_finalize();
-      run_queued_locked(s); // their requests complete with STORE_ERR_MPI_STATE
+      if (!s->impl) continue;
+      try {
+        s->impl->finalize();
+        s->impl.reset();
+      } catch (...) {
+        // A failure known or met on the way: the threads are stopped, and what cannot be freed
+        // without the failed processes is left to MPI_Finalize (as store_finalize does).
+        (void)s->impl.release();
+      }
     }
   } catch (...) {
     // Nothing can be reported from inside MPI_Finalize; a store left running is what happened
@@ -476,7 +487,8 @@ store_status_t store_finalize(store_t *store) {
     std::lock_guard lk(s->mutex);
     run_queued_locked(s);
     const bool mpi_gone = s->magic == kMpiGoneMagic;
-    if ((s->magic != kLiveMagic && !mpi_gone) || !s->impl) return STORE_ERR_HANDLE;
+    if (s->magic != kLiveMagic && !mpi_gone) return STORE_ERR_HANDLE;
+    if (!mpi_gone && !s->impl) return STORE_ERR_HANDLE;
     s->magic = kDeadMagic;
     *store = nullptr;
     forget_store(s);

@@ -14,6 +14,13 @@ rmastore_add_mpi_test(test_contract_regions NAME test_contract_regions_limit8_lo
 add_executable(test_contract_finalize test_contract_finalize.cpp)
 target_link_libraries(test_contract_finalize PRIVATE rmastore_test_util rmastore_build_flags)
 rmastore_add_mpi_test(test_contract_finalize NP 1 2 4 TIMEOUT 60)
+# MPI_Finalize with the store open while peers are still inside store calls (no barrier
+# between): their calls complete and every process leaves MPI_Finalize. Both variants.
+add_executable(test_finalize_race test_finalize_race.cpp)
+target_link_libraries(test_finalize_race PRIVATE rmastore_test_util rmastore_build_flags)
+rmastore_add_mpi_test(test_finalize_race NP 2 4 TIMEOUT 60)
+rmastore_add_mpi_test(test_finalize_race NAME test_finalize_race_localized NP 2 4 TIMEOUT 60 LABELS localized
+                      ENV RMASTORE_TEST_RECOVERY=localized)
 
 # store_get_info's figures after puts, growth and shrinking; and its walk over the local copies
 # (slowed down by RMASTORE_DELAY) must not stop the helper from serving other processes.

@@ -360,11 +360,13 @@ store_status_t store_wait(store_request_t *request);
  * without the failed processes (the window and the memory attached to it) is left to
  * MPI_Finalize.
  *
- * MPI_Finalize with stores still open (e.g. an application leaving through an error path) is
- * allowed: at its start, each open store's threads are stopped (locally, no communication), and
- * from then on every call on the store returns STORE_ERR_MPI_STATE. store_finalize then sets
- * *store to NULL and returns STORE_ERR_MPI_STATE; the store's memory is not freed (its MPI
- * objects went with MPI_Finalize).
+ * MPI_Finalize with stores still open (a forgotten store_finalize, an application leaving
+ * through an error path) is allowed: at its start, each open store is finalized as
+ * store_finalize would, newest store first. Like MPI_Finalize itself, that is collective: the
+ * store keeps serving the other processes until each has reached MPI_Finalize or
+ * store_finalize for it, so their calls still in flight complete. Failures are handled as in
+ * store_finalize. From then on every call on the store returns STORE_ERR_MPI_STATE;
+ * store_finalize sets *store to NULL and returns STORE_ERR_MPI_STATE.
  *
  * Memory: a store_init/store_finalize cycle keeps 64 bytes, the dead handle (so that stale
  * copies of it get STORE_ERR_HANDLE). Under `mpirun --with-ft ulfm`, Open MPI 5.0.7 itself keeps
