@@ -139,10 +139,12 @@ void RequestSet::issue(RmaWindow &w, bool is_put, int target, MPI_Aint address, 
   do {
     const int n = static_cast<int>(std::min(len, kMaxChunk));
     MPI_Request r;
-    // Open MPI 5.0.7's osc/rdma reads a same-node target's table of attached regions without
-    // its lock (osc_rdma_dynamic.c, ompi_osc_rdma_find_dynamic_region), while MPI_Win_attach on
-    // the target reorders that table in place. An operation issued meanwhile fails with
-    // MPI_ERR_RMA_RANGE although its address is attached (seen in tests). Every address used
+    // Open MPI 5.0.7's osc/rdma searches a same-node target's table of attached regions in
+    // place, without its lock (osc_rdma_dynamic.c, ompi_osc_rdma_find_dynamic_region), while
+    // MPI_Win_attach or MPI_Win_detach on the target moves its entries: an operation issued
+    // meanwhile fails with MPI_ERR_RMA_RANGE although its address is attached (11 to 61 puts in
+    // 3 s in each run of tests/ompi_region_table_readers.c, unpatched). The Open MPI that
+    // scripts/setup.sh builds has it fixed (patch 0008); other builds do not. Every address used
     // here was granted by the target after attaching it, so this error is that race: retry.
     const std::int64_t give_up = monotonic_ns() + kRangeRetryNs;
     for (;;) {
