@@ -14,6 +14,7 @@
 #include <cstring>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace rmastore::internal {
@@ -62,7 +63,8 @@ constexpr const char *kPoints[] = {"put.start",
                                    "finalize.before_barrier",
                                    "delete.after_tombstone",
                                    "delete.before_reclaim",
-                                   "batch.between_keys"};
+                                   "batch.between_keys",
+                                   "recover.timer"};
 
 bool known_point(const std::string &name) {
   for (const char *p : kPoints) {
@@ -169,6 +171,56 @@ bool fault_armed(const char *name) {
 
 void fault_point(const char *name) {
   if (fault_armed(name)) raise(SIGKILL);
+}
+
+namespace {
+
+// The armed timer's state: 0 none, 1 running, 2 fired (the process is dying).
+std::atomic<int> g_timer{0};
+std::int64_t g_timer_start_ns = 0;
+
+std::int64_t now_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<std::int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+[[noreturn]] void timer_fire(const char *how) {
+  const int rank = g_rank.load();
+  const double us = static_cast<double>(now_ns() - g_timer_start_ns) / 1e3;
+  std::fprintf(stderr, "rmastore: fault injection: rank %d dies %s, %.0f us into the call\n", rank, how, us);
+  std::fflush(stderr);
+  // The marker of an armed spec was written by fault_armed; this one says when it fired.
+  write_marker("fault-timer." + std::to_string(rank), std::string(how) + " " + std::to_string(us) + " us\n");
+  raise(SIGKILL);
+  for (;;) pause();
+}
+
+} // namespace
+
+FaultTimer::FaultTimer(const char *name) {
+  if (!fault_armed(name)) return;
+  const char *env = std::getenv("RMASTORE_FAULT_TIMER_US");
+  const double scale = [] {
+    const char *t = std::getenv("RMASTORE_TEST_TIME_SCALE");
+    return t != nullptr && std::atof(t) > 0 ? std::atof(t) : 1.0;
+  }();
+  const auto delay_ns = static_cast<std::int64_t>((env != nullptr ? std::atof(env) : 1000.0) * 1e3 * scale);
+  g_timer_start_ns = now_ns();
+  g_timer.store(1);
+  armed_ = true;
+  std::thread([delay_ns] {
+    timespec ts{static_cast<time_t>(delay_ns / 1000000000), static_cast<long>(delay_ns % 1000000000)};
+    while (nanosleep(&ts, &ts) != 0) {
+    }
+    int running = 1;
+    if (g_timer.compare_exchange_strong(running, 2)) timer_fire("at its timer");
+  }).detach();
+}
+
+FaultTimer::~FaultTimer() {
+  int running = 1;
+  if (armed_ && g_timer.compare_exchange_strong(running, 2)) timer_fire("at the end of the call, before its timer");
 }
 
 void fault_save_write(int holder_id, std::uint64_t address, const void *bytes, std::size_t length) {

@@ -29,6 +29,23 @@ bool fault_armed(const char *name);
 // Saves, as the file stale.<holder_id> in the verdict directory, a write that a process dying
 // at put.stale would have sent: a test lands it after the recovery (tests/test_recover_stale.cpp).
 void fault_save_write(int holder_id, std::uint64_t address, const void *bytes, std::size_t length);
+// A death at a moment rather than at a point: with RMASTORE_FAULT naming <name>@<rank> (the n-th
+// call, #<n>), a FaultTimer made at the start of a call kills its process
+// RMASTORE_FAULT_TIMER_US microseconds later (times RMASTORE_TEST_TIME_SCALE), wherever the call
+// then is, or when the call ends if it ends first: either way the process dies inside the call,
+// and its marker says which. store_recover has one, "recover.timer" (tests: a death at a random
+// moment of a recovery).
+class FaultTimer {
+public:
+  explicit FaultTimer(const char *name);
+  ~FaultTimer();
+  FaultTimer(const FaultTimer &) = delete;
+  FaultTimer &operator=(const FaultTimer &) = delete;
+
+private:
+  bool armed_ = false;
+};
+#define RMASTORE_FAULT_TIMER(name) ::rmastore::internal::FaultTimer rmastore_fault_timer_(name)
 // RMASTORE_DELAY=<point>:<microseconds>[,...] makes every process sleep that long each time it
 // reaches <point>: tests stretch a phase (a repair) to observe what runs beside it. The delays
 // are multiplied by RMASTORE_TEST_TIME_SCALE (default 1), like every time bound of the tests.
@@ -57,6 +74,9 @@ inline void fault_set_rank(int) {}
 inline void fault_save_write(int, std::uint64_t, const void *, std::size_t) {}
 #define RMASTORE_FAULT_OFF(mechanism) false
 #define RMASTORE_FAULT_POINT(name)                                                                                     \
+  do {                                                                                                                 \
+  } while (0)
+#define RMASTORE_FAULT_TIMER(name)                                                                                     \
   do {                                                                                                                 \
   } while (0)
 #define RMASTORE_FAULT_DELAY(name)                                                                                     \

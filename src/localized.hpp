@@ -69,6 +69,10 @@ private:
   // witness: STORE_ERR_DATA_LOST), deleted or never put (STORE_ERR_NOT_FOUND), or has a copy
   // after all (STORE_OK: a put completed meanwhile, read again).
   store_status_t confirm_absent(std::uint64_t key);
+  // A get found `key` lost: it joins this process's loss list (store_last_recovery) before the
+  // get returns, so that the list never lags behind what a get said; the repair's notice to
+  // every process may still be on its way. Returns STORE_ERR_DATA_LOST.
+  store_status_t lost_here(std::uint64_t key);
   // Writes one slot's copies; holders that fail meanwhile are skipped.
   std::vector<Copy> write(const std::vector<Copy> &copies, std::uint64_t key, std::uint64_t version, std::size_t length,
                           std::uint64_t flags, const void *buf);

@@ -25,6 +25,7 @@ store_status_t Store::recover(MPI_Comm *new_comm) {
   const std::int64_t t0 = monotonic_ns();
   if (recover_attempts_++ == 0) first_attempt_ns_ = t0;
   recover_pending_ = true;
+  RMASTORE_FAULT_TIMER("recover.timer");
   RMASTORE_FAULT_POINT("recover.start");
   // Only while the runtime runs: an attempt that failed half-way left it stopped.
   if (c.rt.helper != nullptr) variant_->before_recover();

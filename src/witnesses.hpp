@@ -76,8 +76,8 @@ public:
     return t == MsgType::kWitness || t == MsgType::kUnwitness || t == MsgType::kWitnessQuery;
   }
 
-  // Localized variant: a repair found every copy of `key` lost; a put or delete of it here ends
-  // that.
+  // Localized variant: a repair or a get of this process found every copy of `key` lost; a put
+  // or delete of it here ends that.
   void mark_lost(std::uint64_t key) {
     std::lock_guard lk(mu_);
     lost_.insert(key);

@@ -4,7 +4,7 @@
 #   fault_points.sh <source dir>
 set -u
 src=$1/src
-used=$(grep -hoE 'RMASTORE_FAULT_(POINT|ARMED)\("[^"]*"\)' "$src"/*.cpp | sed 's/.*("\(.*\)")/\1/' | sort -u)
+used=$(grep -hoE 'RMASTORE_FAULT_(POINT|ARMED|TIMER)\("[^"]*"\)' "$src"/*.cpp | sed 's/.*("\(.*\)")/\1/' | sort -u)
 known=$(sed -n '/kPoints\[\] = {/,/};/p' "$src/fault.cpp" | grep -o '"[^"]*"' | tr -d '"' | sort -u)
 if [ -z "$used" ] || [ "$used" != "$known" ]; then
   echo "fault points in the sources and in src/fault.cpp's kPoints differ:"

@@ -3,18 +3,19 @@
  * detaches other regions.
  *
  * 3 ranks. Rank 0 attaches one region for the whole run and, in a loop, attaches and detaches a
- * second one (4 KiB, pages of its own), pausing between cycles. Ranks 1 and 2 put into the
+ * second one (a 4 KiB page of its own), pausing between cycles. Ranks 1 and 2 put into the
  * first region in a loop (MPI_Put + MPI_Win_flush), counting MPI_ERR_RMA_RANGE and every other
  * error. Phases of 1 s (times RMASTORE_TEST_TIME_SCALE): pauses of 100 us and 10 us between
  * attach cycles, then a control phase without attach or detach.
  *
- * With scripts/openmpi-patches/0008 as first written, a same-node reader took the owner's
- * "table changing" marker for a region count (osc_rdma_dynamic.c,
- * ompi_osc_rdma_find_dynamic_region, which reads the table in shared memory) and failed the put
- * with MPI_ERR_RMA_RANGE: thousands per second at 100 us pauses, over shared memory and over
- * btl/tcp alike (the table is read from osc/rdma's own shared segment either way). Unpatched
- * Open MPI 5.0.7 reads the table there while its owner rewrites it in place, with no marker and
- * no lock.
+ * The region that comes and goes lies below the one that stays, so that each attach or detach
+ * moves the entry that the readers look for. Unpatched Open MPI 5.0.7 searches a same-node
+ * table in place, with no lock, while its owner moves entries (osc_rdma_dynamic.c,
+ * ompi_osc_rdma_find_dynamic_region): 11 to 61 puts of a run failed with MPI_ERR_RMA_RANGE,
+ * over shared memory and over btl/tcp alike (osc/rdma keeps node mates' tables in its own
+ * shared segment either way). The first version of scripts/openmpi-patches/0008 made it worse
+ * (9 to 374): the search took the owner's "table changing" marker for a region count. The
+ * patch as it is now makes the search wait out a change and search again after one.
  *
  * Premise, checked: rank 0 completed attach cycles in every attach phase, and the puts of
  * ranks 1 and 2 arrived in rank 0's memory during each phase.

@@ -40,10 +40,35 @@ function(recover_death point nps)
 endfunction()
 foreach(point IN LISTS recover_steps)
   if(point IN_LIST window_steps)
-    recover_death(${point} "3;4;8")
+    recover_death(${point} "3;4;5;8")
   else()
     recover_death(${point} "4;5")
   endif()
+endforeach()
+# Across hosts at 6 processes too (2 per host; the matrix above runs them at 5): a death at each
+# step of the first attempt, both variants.
+foreach(point IN LISTS recover_steps)
+  string(REGEX REPLACE "[.#]" "_" name "${point}")
+  string(REGEX REPLACE "^recover_" "" name "${name}")
+  string(REPLACE "#" "@3#" fault "${point}")
+  if(NOT fault MATCHES "@")
+    set(fault "${point}@3")
+  endif()
+  set(args --replicas 3 --victims 1,3 --killers 1 --kill-at 4)
+  rmastore_add_multihost_test(test_failure NAME failure_recover_death_${name}_6 NP 6 ARGS ${args} KILLED 2
+                              TIMEOUT 120 LABELS ulfm ENV RMASTORE_FAULT=${fault})
+  rmastore_add_multihost_test(test_failure NAME failure_recover_death_${name}_6_localized NP 6
+                              ARGS ${args} --localized 1 --compact 1 KILLED 2 TIMEOUT 120 LABELS ulfm localized
+                              ENV RMASTORE_FAULT=${fault})
+endforeach()
+# A death at a random moment of the first attempt (recover.timer), across hosts: a few seeds of
+# the --in-recovery driver in CI; tests/soak_in_recovery.sh runs a thousand or more.
+foreach(seed RANGE 1 6)
+  math(EXPR np "5 + ${seed} % 2")
+  rmastore_add_multihost_test(test_failure NAME in_recovery_seed${seed} NP ${np} ARGS --seed ${seed} --in-recovery 1
+                              KILLED 2 TIMEOUT 120 LABELS ulfm)
+  rmastore_add_multihost_test(test_failure NAME in_recovery_seed${seed}_localized NP ${np}
+                              ARGS --seed ${seed} --in-recovery 1 --localized 1 KILLED 2 TIMEOUT 120 LABELS ulfm localized)
 endforeach()
 recover_death(recover.after_barrier "4" LOCALIZED_ONLY)
 

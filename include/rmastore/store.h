@@ -507,8 +507,10 @@ store_status_t store_recovery_init(store_recovery_t *report);
 /** Describes the last successful store_recover on this process. Local.
  *  Localized variant: what store_recover did if it was called, else zeros; lost_count and
  *  lost_keys then list the keys the last store_recover found lost, plus the keys the
- *  background repair reported lost that this process has not put since: the list may differ
- *  between processes. */
+ *  background repair reported lost and those a get on this process found lost, until this
+ *  process puts or deletes them (a put by another process does not take a key off this
+ *  process's list). The list may differ between processes, but it holds every key for which a
+ *  store_get or store_get_many on this process returned STORE_ERR_DATA_LOST. */
 store_status_t store_last_recovery(store_t store, store_recovery_t *report);
 
 /** Runtime information about a store. Fill with store_info_init before store_get_info. */
