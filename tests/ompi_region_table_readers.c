@@ -83,8 +83,7 @@ int main(int argc, char **argv) {
     if (rank == kOwner) {
       while (now() < end) {
         if (kPauseUs[ph] >= 0) {
-          if ((rc = MPI_Win_attach(win, extra, kPage)) != MPI_SUCCESS)
-            return fail(rank, "MPI_Win_attach", rc);
+          if ((rc = MPI_Win_attach(win, extra, kPage)) != MPI_SUCCESS) return fail(rank, "MPI_Win_attach", rc);
           if ((rc = MPI_Win_detach(win, extra)) != MPI_SUCCESS) return fail(rank, "MPI_Win_detach", rc);
           ++cycles[ph];
         }
