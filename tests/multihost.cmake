@@ -71,3 +71,11 @@ add_executable(ompi_region_lock_dead_reader ompi_region_lock_dead_reader.c)
 target_link_libraries(ompi_region_lock_dead_reader PRIVATE MPI::MPI_C Threads::Threads)
 rmastore_add_multihost_test(ompi_region_lock_dead_reader NAME ompi_region_lock_dead_reader NP 6 KILLED 4 TIMEOUT 60
                             LABELS ulfm ompi)
+
+# Agreements while processes die, with a second thread progressing MPI (as rmastore's helper
+# does): no survivor may crash or hang. scripts/openmpi-patches/0009 (coll/ftagree: a deferred
+# failure notice used the agreement after it was freed).
+add_executable(ompi_agree_during_deaths ompi_agree_during_deaths.c)
+target_link_libraries(ompi_agree_during_deaths PRIVATE MPI::MPI_C Threads::Threads)
+rmastore_add_multihost_test(ompi_agree_during_deaths NAME ompi_agree_during_deaths NP 6 KILLED 4 TIMEOUT 60
+                            LABELS ulfm ompi)
