@@ -16,8 +16,10 @@
  * is known dead, then agree 200 more times. A watchdog turns a hang into a FAIL verdict after
  * 30 s (scaled with RMASTORE_TEST_TIME_SCALE); a crash leaves no verdict.
  *
- * Premise, checked: the survivors agreed while the victims died (at least one agreement returned
- * MPIX_ERR_PROC_FAILED on each survivor).
+ * Checked: the survivors' agreements had the same outcomes (return code and value, in order): a
+ * late failure notice must not change an agreement already decided. Premise, checked: the
+ * survivors agreed while the victims died (at least one agreement returned MPIX_ERR_PROC_FAILED
+ * on each survivor).
  *
  *   mpirun --with-ft ulfm -n 6 ./ompi_agree_during_deaths
  */
@@ -75,15 +77,21 @@ static int failed_count(MPI_Comm comm) {
   return n;
 }
 
+/* A running hash of the outcomes (return class and value) of this process's agreements: they are
+ * uniform, so the survivors' hashes must be equal. */
+static unsigned long g_outcomes = 5381;
+
 /* One agreement on `flag` (bitwise and); the failures known are acknowledged first, so that
  * the next ones go on. */
 static int agree_once(int *flag, int *proc_failed) {
   int acked = 0;
-  MPIX_Comm_ack_failed(MPI_COMM_WORLD, kSize, &acked);
-  const int rc = MPIX_Comm_agree(MPI_COMM_WORLD, flag);
+  int rc = MPIX_Comm_ack_failed(MPI_COMM_WORLD, kSize, &acked);
+  if (rc != MPI_SUCCESS) return rc;
+  rc = MPIX_Comm_agree(MPI_COMM_WORLD, flag);
   int cls = MPI_SUCCESS;
   if (rc != MPI_SUCCESS) MPI_Error_class(rc, &cls);
   if (cls == MPIX_ERR_PROC_FAILED) ++*proc_failed;
+  g_outcomes = g_outcomes * 33 + (unsigned long)cls * 7 + (unsigned long)(unsigned)*flag;
   return cls == MPI_SUCCESS || cls == MPIX_ERR_PROC_FAILED ? MPI_SUCCESS : rc;
 }
 
@@ -100,7 +108,10 @@ int main(int argc, char **argv) {
     return verdict(rank, "needs 6 processes and MPI_THREAD_MULTIPLE");
   }
   MPI_Comm side;
-  MPI_Comm_dup(MPI_COMM_WORLD, &side);
+  if ((rc = MPI_Comm_dup(MPI_COMM_WORLD, &side)) != MPI_SUCCESS) {
+    MPI_Finalize();
+    return verdict(rank, "MPI_Comm_dup");
+  }
   MPI_Comm_set_errhandler(side, MPI_ERRORS_RETURN);
   pthread_t progress_thread;
   pthread_create(&progress_thread, NULL, progress, &side);
@@ -134,11 +145,18 @@ int main(int argc, char **argv) {
     int flag = 1;
     if ((rc = agree_once(&flag, &proc_failed)) != MPI_SUCCESS) return verdict(rank, "MPIX_Comm_agree after the deaths");
   }
-  alarm(0);
   printf("rank %d: %ld agreements while the victims died, %d of them reported a failure\n", rank, agreements,
          proc_failed);
   fflush(stdout);
   if (proc_failed == 0) return verdict(rank, "no agreement saw a failure (premise)");
+  /* The two survivors compare their agreements' outcomes. */
+  g_stage = "comparing the survivors' outcomes";
+  unsigned long other = 0;
+  if ((rc = MPI_Sendrecv(&g_outcomes, 1, MPI_UNSIGNED_LONG, 1 - rank, 7, &other, 1, MPI_UNSIGNED_LONG, 1 - rank, 7,
+                         MPI_COMM_WORLD, MPI_STATUS_IGNORE)) != MPI_SUCCESS)
+    return verdict(rank, "MPI_Sendrecv between the survivors");
+  if (other != g_outcomes) return verdict(rank, "the survivors' agreements returned different outcomes");
+  alarm(0);
   g_stop_progress = 1;
   pthread_join(progress_thread, NULL);
   MPI_Finalize();

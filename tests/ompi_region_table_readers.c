@@ -74,7 +74,7 @@ int main(int argc, char **argv) {
   MPI_Aint base;
   MPI_Get_address(stay, &base);
   if ((rc = MPI_Bcast(&base, 1, MPI_AINT, kOwner, MPI_COMM_WORLD)) != MPI_SUCCESS) return fail(rank, "MPI_Bcast", rc);
-  MPI_Win_lock_all(MPI_MODE_NOCHECK, win);
+  if ((rc = MPI_Win_lock_all(MPI_MODE_NOCHECK, win)) != MPI_SUCCESS) return fail(rank, "MPI_Win_lock_all", rc);
 
   long cycles[kPhases] = {0}, puts[kPhases] = {0}, range[kPhases] = {0};
   for (int ph = 0; ph < kPhases; ++ph) {
@@ -109,13 +109,14 @@ int main(int argc, char **argv) {
       }
     }
   }
-  MPI_Win_unlock_all(win);
   if ((rc = MPI_Barrier(MPI_COMM_WORLD)) != MPI_SUCCESS) return fail(rank, "MPI_Barrier", rc);
+  /* The puts were flushed before the barrier; the sync makes them visible to rank 0's loads. */
+  if ((rc = MPI_Win_sync(win)) != MPI_SUCCESS) return fail(rank, "MPI_Win_sync", rc);
+  if ((rc = MPI_Win_unlock_all(win)) != MPI_SUCCESS) return fail(rank, "MPI_Win_unlock_all", rc);
 
   const char *failure = NULL;
   char text[512];
   if (rank == kOwner) {
-    MPI_Win_sync(win);
     printf("rank 0: attach/detach cycles per phase (pause 100 us, 10 us, none): %ld %ld %ld\n", cycles[0], cycles[1],
            cycles[2]);
     for (int ph = 0; ph < kPhases && failure == NULL; ++ph) {
@@ -135,8 +136,8 @@ int main(int argc, char **argv) {
     }
   }
   fflush(stdout);
-  MPI_Win_detach(win, stay);
-  MPI_Win_free(&win);
+  if ((rc = MPI_Win_detach(win, stay)) != MPI_SUCCESS) return fail(rank, "MPI_Win_detach", rc);
+  if ((rc = MPI_Win_free(&win)) != MPI_SUCCESS) return fail(rank, "MPI_Win_free", rc);
   MPI_Finalize();
   free(pool);
   return verdict(rank, failure);
