@@ -59,6 +59,18 @@ void forget_store_locked(store_t s) noexcept {
 void run_queued_locked(store_t s) noexcept;
 void stop_worker(store_t s) noexcept;
 
+// The store's own teardown (collective). If it does not complete, what it holds is left
+// allocated: freeing more could hang or abort, and MPI_Finalize frees the MPI objects.
+void finalize_impl(store_t s) {
+  try {
+    s->impl->finalize();
+    s->impl.reset();
+  } catch (...) {
+    (void)s->impl.release();
+    throw;
+  }
+}
+
 // MPI_Finalize deletes the attributes of MPI_COMM_SELF first, while MPI is still fully usable:
 // this is the only moment at which stores the application did not finalize (an exit through
 // an error path, a forgotten store_finalize) can be taken down before their threads call MPI
@@ -84,12 +96,10 @@ int on_mpi_finalize(MPI_Comm, int keyval, void *, void *) {
       s->magic = kMpiGoneMagic;
       if (!s->impl) continue;
       try {
-        s->impl->finalize();
-        s->impl.reset();
+        finalize_impl(s);
       } catch (...) {
-        // A failure known or met on the way: the threads are stopped, and what cannot be freed
-        // without the failed processes is left to MPI_Finalize (as store_finalize does).
-        (void)s->impl.release();
+        // A failure known or met on the way: handled as store_finalize does, with no status to
+        // return.
       }
     }
   } catch (...) {
@@ -496,14 +506,7 @@ store_status_t store_finalize(store_t *store) {
       (void)s->impl.release(); // nothing can be freed without MPI
       return STORE_ERR_MPI_STATE;
     }
-    try {
-      s->impl->finalize();
-      s->impl.reset();
-    } catch (...) {
-      // Its collective teardown did not complete: freeing more could hang or abort.
-      (void)s->impl.release();
-      throw;
-    }
+    finalize_impl(s);
     return STORE_OK;
   });
 }

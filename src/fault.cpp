@@ -7,7 +7,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
@@ -64,7 +66,8 @@ constexpr const char *kPoints[] = {"put.start",
                                    "delete.after_tombstone",
                                    "delete.before_reclaim",
                                    "batch.between_keys",
-                                   "recover.timer"};
+                                   "recover.timer",
+                                   "recover.skewed_view"};
 
 bool known_point(const std::string &name) {
   for (const char *p : kPoints) {
@@ -175,6 +178,16 @@ void fault_point(const char *name) {
 
 namespace {
 
+// RMASTORE_TEST_TIME_SCALE (tests/test_util.hpp): the tests' delays scale with their bounds.
+double time_scale() {
+  static const double scale = [] {
+    const char *v = std::getenv("RMASTORE_TEST_TIME_SCALE");
+    const double f = v != nullptr ? std::atof(v) : 1.0;
+    return f > 0 ? f : 1.0;
+  }();
+  return scale;
+}
+
 // The armed timer's state: 0 none, 1 running, 2 fired (the process is dying).
 std::atomic<int> g_timer{0};
 std::int64_t g_timer_start_ns = 0;
@@ -201,17 +214,14 @@ std::int64_t now_ns() {
 FaultTimer::FaultTimer(const char *name) {
   if (!fault_armed(name)) return;
   const char *env = std::getenv("RMASTORE_FAULT_TIMER_US");
-  const double scale = [] {
-    const char *t = std::getenv("RMASTORE_TEST_TIME_SCALE");
-    return t != nullptr && std::atof(t) > 0 ? std::atof(t) : 1.0;
-  }();
-  const auto delay_ns = static_cast<std::int64_t>((env != nullptr ? std::atof(env) : 1000.0) * 1e3 * scale);
+  const double us = std::max(0.0, env != nullptr ? std::atof(env) : 1000.0);
+  const auto delay_ns = static_cast<std::int64_t>(us * 1e3 * time_scale());
   g_timer_start_ns = now_ns();
   g_timer.store(1);
   armed_ = true;
   std::thread([delay_ns] {
     timespec ts{static_cast<time_t>(delay_ns / 1000000000), static_cast<long>(delay_ns % 1000000000)};
-    while (nanosleep(&ts, &ts) != 0) {
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
     }
     int running = 1;
     if (g_timer.compare_exchange_strong(running, 2)) timer_fire("at its timer");
@@ -251,12 +261,8 @@ void fault_delay(const char *name) {
     if (spec.compare(pos, point.size(), point) == 0) {
       // A test's stretch is one of its timings: it scales with the tests' time bounds, so that
       // a phase stretched to outlast a bound still outlasts it (tests/test_util.hpp).
-      static const double scale = [] {
-        const char *v = std::getenv("RMASTORE_TEST_TIME_SCALE");
-        const double f = v != nullptr ? std::atof(v) : 1.0;
-        return f > 0 ? f : 1.0;
-      }();
-      const long us = static_cast<long>(static_cast<double>(std::atol(spec.c_str() + pos + point.size())) * scale);
+      const long us =
+          static_cast<long>(static_cast<double>(std::atol(spec.c_str() + pos + point.size())) * time_scale());
       timespec nap{us / 1000000, (us % 1000000) * 1000};
       nanosleep(&nap, nullptr);
       return;

@@ -3,6 +3,8 @@
 #include "ulfm.hpp"
 
 #include <algorithm>
+#include <cstdint>
+#include <vector>
 
 #include "clock.hpp"
 #include "collectives.hpp"
@@ -14,13 +16,46 @@
 namespace rmastore::internal {
 namespace {
 
+constexpr std::uint32_t kViewMask = 0x7fff;
+
 double seconds_since(std::int64_t t0) {
   return static_cast<double>(monotonic_ns() - t0) * 1e-9;
+}
+
+// Who survived, as this process sees it: 15 bits of a hash of the stable ids (ranks in
+// `origin`) of `comm`'s processes, in their order, in *view. False if MPI could not tell: the
+// caller then contributes no view, which every survivor sees as a disagreement, instead of
+// leaving the agreement that the others wait in.
+bool view_of(MPI_Comm comm, MPI_Group origin, std::uint32_t *view) noexcept {
+  if (origin == MPI_GROUP_NULL) return false;
+  MPI_Group group = MPI_GROUP_NULL;
+  int n = 0;
+  if (MPI_Comm_group(comm, &group) != MPI_SUCCESS) return false;
+  bool ok = MPI_Group_size(group, &n) == MPI_SUCCESS;
+  std::vector<int> ranks, ids;
+  try {
+    ranks.resize(static_cast<std::size_t>(n));
+    ids.resize(static_cast<std::size_t>(n));
+  } catch (...) {
+    ok = false;
+  }
+  for (int i = 0; ok && i < n; ++i) ranks[static_cast<std::size_t>(i)] = i;
+  ok = ok && MPI_Group_translate_ranks(group, n, ranks.data(), origin, ids.data()) == MPI_SUCCESS;
+  MPI_Group_free(&group);
+  if (!ok) return false;
+  std::uint64_t h = 14695981039346656037ULL; // FNV-1a
+  for (int id : ids) {
+    h ^= static_cast<std::uint64_t>(id) + 1;
+    h *= 1099511628211ULL;
+  }
+  *view = static_cast<std::uint32_t>((h ^ (h >> 15) ^ (h >> 30) ^ (h >> 45)) & kViewMask);
+  return true;
 }
 
 } // namespace
 
 store_status_t Store::recover(MPI_Comm *new_comm) {
+  if (broken_) throw StoreError(STORE_ERR_MPI, kDisagree);
   Core &c = *core_;
   const std::int64_t t0 = monotonic_ns();
   if (recover_attempts_++ == 0) first_attempt_ns_ = t0;
@@ -132,13 +167,27 @@ bool Store::shrink_and_agree(double *seconds, int members) {
     // The shrunk communicator may still hold a process that failed during the shrink; the
     // agreement finds out, uniformly on every survivor. Bit 1: this process's window spans
     // exactly the survivors (an earlier attempt may have made it on some processes only).
-    int flag = 1 | (rt.window != nullptr && size == members ? 2 : 0);
+    // Bits 2-16 and 17-31: who survived as this process sees it, and its complement. After
+    // the bitwise and, they still complement each other only if every survivor saw the same.
+    std::uint32_t view = 0;
+    const bool known = view_of(shrunk, origin_, &view);
+    if (RMASTORE_FAULT_ARMED("recover.skewed_view")) view ^= 1; // tests: a survivor that sees otherwise
+    const std::uint32_t bits =
+        1U | (rt.window != nullptr && size == members ? 2U : 0U) | (known ? view << 2 | (~view & kViewMask) << 17 : 0U);
+    int flag = static_cast<int>(bits);
     const int rc = MPIX_Comm_agree(shrunk, &flag);
-    const bool ok = rc == MPI_SUCCESS && (flag & 1) != 0;
-    keep = ok && (flag & 2) != 0;
+    const auto agreed = static_cast<std::uint32_t>(flag);
+    const bool ok = rc == MPI_SUCCESS && (agreed & 1) != 0;
+    keep = ok && (agreed & 2) != 0;
     MPI_Comm old = rt.comm;
     rt.comm = shrunk;
     MPI_Comm_free(&old);
+    if (ok && (((agreed >> 2) ^ (agreed >> 17)) & kViewMask) != kViewMask) {
+      // Every survivor of this agreement sees this. Rebuilding on differing views would split
+      // the store: it stops here for good instead, and can only be finalized.
+      broken_ = true;
+      throw StoreError(STORE_ERR_MPI, kDisagree);
+    }
     if (ok) break;
     MPIX_Comm_revoke(rt.comm);
   }

@@ -151,11 +151,17 @@ Store::Store(MPI_Comm comm, const Config &config) : core_(std::make_unique<Core>
     variant_ = std::make_unique<GlobalVariant>(*core_);
   }
   members_ = core_->rt.size;
+  // Not fatal here (creation is collective): without it, a store_recover reports the survivors'
+  // views as differing (recovery.cpp).
+  if (MPI_Comm_group(core_->rt.comm, &origin_) != MPI_SUCCESS) origin_ = MPI_GROUP_NULL;
   fault_set_rank(core_->id);
   last_recovery_.struct_size = sizeof last_recovery_;
 }
 
 Store::~Store() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (origin_ != MPI_GROUP_NULL && !finalized) MPI_Group_free(&origin_);
   if (finalized_) return;
   // Error paths only (creation or finalization failed). The threads stop before anything they
   // use goes away. The window is collective and other processes may not be freeing theirs, so
@@ -278,6 +284,7 @@ void Store::on_message(const CtrlMsg &msg, int source) {
 // Operations
 
 void Store::require_healthy() const {
+  if (broken_) throw StoreError(STORE_ERR_MPI, kDisagree);
   if (recover_pending_) {
     throw StoreError(STORE_ERR_PROC_FAILED, "store_recover did not complete: call it again on every survivor");
   }

@@ -110,6 +110,13 @@ private:
 
   std::unique_ptr<Core> core_;
   std::unique_ptr<Variant> variant_; // declared after core_: destroyed first, as it uses it
+  // The processes of the communicator the store was created on: stable ids are ranks in it.
+  MPI_Group origin_ = MPI_GROUP_NULL;
+  // store_recover found that the survivors disagree on who survived: every call but
+  // store_finalize returns STORE_ERR_MPI, and store_finalize abandons the store.
+  bool broken_ = false;
+  static constexpr const char *kDisagree = "the survivors disagree on which processes survived (MPIX_Comm_shrink "
+                                           "gave them different communicators): the store can only be finalized";
   bool finalized_ = false;
   // A store_recover began and has not yet returned STORE_OK: the runtime may be half rebuilt.
   bool recover_pending_ = false;

@@ -63,14 +63,27 @@ foreach(point IN LISTS recover_steps)
 endforeach()
 # A death at a random moment of the first attempt (recover.timer), across hosts: a few seeds of
 # the --in-recovery driver in CI; tests/soak_in_recovery.sh runs a thousand or more.
+# At 5 processes one killer and the victim die (3 copies), at 6 two killers and the victim (4).
 foreach(seed RANGE 1 6)
   math(EXPR np "5 + ${seed} % 2")
+  math(EXPR killed "${np} - 3")
   rmastore_add_multihost_test(test_failure NAME in_recovery_seed${seed} NP ${np} ARGS --seed ${seed} --in-recovery 1
-                              KILLED 2 TIMEOUT 120 LABELS ulfm)
+                              KILLED ${killed} TIMEOUT 120 LABELS ulfm)
   rmastore_add_multihost_test(test_failure NAME in_recovery_seed${seed}_localized NP ${np}
-                              ARGS --seed ${seed} --in-recovery 1 --localized 1 KILLED 2 TIMEOUT 120 LABELS ulfm localized)
+                              ARGS --seed ${seed} --in-recovery 1 --localized 1 KILLED ${killed} TIMEOUT 120
+                              LABELS ulfm localized)
 endforeach()
 recover_death(recover.after_barrier "4" LOCALIZED_ONLY)
+
+# Survivors that see different survivors are never rebuilt on: store_recover returns
+# STORE_ERR_MPI on each (recover.skewed_view: rank 1 sees otherwise), on one node and across hosts.
+add_executable(test_recover_view test_recover_view.cpp)
+target_link_libraries(test_recover_view PRIVATE rmastore_test_util rmastore_build_flags)
+rmastore_add_mpi_test(test_recover_view NP 4 KILLED 1 TIMEOUT 60 LABELS ulfm ENV RMASTORE_FAULT=recover.skewed_view@1)
+rmastore_add_mpi_test(test_recover_view NAME test_recover_view_localized NP 4 KILLED 1 TIMEOUT 60 LABELS ulfm localized
+                      ENV RMASTORE_FAULT=recover.skewed_view@1 RMASTORE_TEST_RECOVERY=localized)
+rmastore_add_multihost_test(test_recover_view NAME test_recover_view NP 6 KILLED 1 TIMEOUT 60 LABELS ulfm
+                            ENV RMASTORE_FAULT=recover.skewed_view@1)
 
 # The stale-write fence: a put of a dead process lands after the recovery and must not
 # overwrite what a survivor wrote since (put.stale: the 2nd put of rank 1 dies unsent).

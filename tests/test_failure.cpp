@@ -61,6 +61,7 @@
 #include "capi_internal.hpp"
 #include "ping_count.hpp"
 #include "test_util.hpp"
+#include "ulfm.hpp"
 
 using namespace rmastore::test;
 using Clock = std::chrono::steady_clock;
@@ -168,8 +169,9 @@ void draw(Options &o, int kills, int p) {
 }
 
 // --in-recovery 1 with --seed: one episode in which a process dies inside the survivors' first
-// store_recover (the localized variant's compaction), after another died at a random operation;
-// with 3 copies (2 on 3 processes) nothing may be lost. Half the seeds kill it
+// store_recover (the localized variant's compaction), after one other (from 6 processes on, two
+// others) died at a random operation; with 3 copies (4 for three deaths) nothing may be lost.
+// Half the seeds kill it
 // at a random moment of the call (recover.timer, RMASTORE_FAULT_TIMER_US from the seed, up to
 // 4 ms), the others at a random step of it, the window's creation included.
 void draw_in_recovery(Options &o, int p) {
@@ -208,6 +210,14 @@ void draw_in_recovery(Options &o, int p) {
     const std::size_t hash = step.find('#');
     o.fault = hash == std::string::npos ? step + "@" + std::to_string(v)
                                         : step.substr(0, hash) + "@" + std::to_string(v) + step.substr(hash);
+  }
+  // Drawn last, so that the draws above stay those of the seeds before it: from 6 processes on,
+  // a second killer, and 4 copies so that 3 deaths lose nothing.
+  if (p >= 6) {
+    o.replicas = 4;
+    const int k2 = take();
+    e.victims.insert(e.victims.begin() + 1, k2);
+    e.killers.push_back(k2);
   }
   o.episodes.push_back(e);
 }
@@ -1300,6 +1310,23 @@ int main(int argc, char **argv) {
     CHECK(pings_sent() > 0, "the ping detector sent no ping");
   } else {
     CHECK(pings_sent() == 0, "%llu pings sent without the ping detector", (unsigned long long)pings_sent());
+  }
+  // MPI may only know processes as failed that did die: a live process counted as failed is
+  // excluded from every recovery while it goes on (issue 23: a split of the survivors).
+  {
+    std::vector<int> victims;
+    for (const Episode &ep : opt.episodes) victims.insert(victims.end(), ep.victims.begin(), ep.victims.end());
+    MPI_Group failed = MPI_GROUP_NULL, all = MPI_GROUP_NULL;
+    int n = 0;
+    if (MPIX_Comm_get_failed(world, &failed) == MPI_SUCCESS && MPI_Group_size(failed, &n) == MPI_SUCCESS && n > 0 &&
+        MPI_Comm_group(world, &all) == MPI_SUCCESS) {
+      std::vector<int> in_failed(static_cast<std::size_t>(n)), ranks(static_cast<std::size_t>(n));
+      for (int i = 0; i < n; ++i) in_failed[static_cast<std::size_t>(i)] = i;
+      MPI_Group_translate_ranks(failed, n, in_failed.data(), all, ranks.data());
+      for (int r : ranks) CHECK(in(victims, r), "MPI counts rank %d as failed, but it is no victim", r);
+      MPI_Group_free(&all);
+    }
+    if (failed != MPI_GROUP_NULL) MPI_Group_free(&failed);
   }
   // Printed on every run so that loops can measure stalls shorter than the bound below.
   std::printf("[rank %d] longest call %.3f s (%s)\n", me, run.longest_call(), run.longest_what());

@@ -5,12 +5,13 @@
 //
 // Rank 0 puts a key of its own and calls MPI_Finalize at once, with no barrier. The other ranks
 // first wait until rank 0 is inside MPI_Finalize (a file it writes just before the call), then
-// put a new key of their own and read it back: their puts are in flight while rank 0
-// finalizes, whatever the timing. After MPI_Finalize every rank checks that the store is dead
+// put a new key of which rank 0 holds a copy and read it back: their puts need rank 0's helper
+// while rank 0 finalizes, whatever the timing. After MPI_Finalize every rank checks that the store is dead
 // (STORE_ERR_MPI_STATE) and writes its verdict without MPI.
 #include <mpi.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -18,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "rmastore/store_hooks.h"
 #include "test_util.hpp"
 
 using namespace rmastore::test;
@@ -64,7 +66,12 @@ int main(int argc, char **argv) {
     verdict_without_mpi(rank, false);
     MPI_Abort(MPI_COMM_WORLD, 1);
   }
-  const auto key = static_cast<store_key_t>(1000 + rank);
+  // A new key of which rank 0 holds a copy: its first put must ask rank 0's helper.
+  store_key_t key = static_cast<store_key_t>(1000 + 1000 * rank);
+  for (int holders[8], count = 0;; ++key) {
+    if (store_key_holders(s, key, holders, 8, &count) != STORE_OK) break;
+    if (rank == 0 || std::find(holders, holders + count, 0) != holders + count) break;
+  }
   const std::vector<std::byte> value = make_value(key, 1, 256);
   if (rank == 0) {
     CHECK(store_put(s, key, value.data(), value.size()) == STORE_OK, "rank 0's store_put");

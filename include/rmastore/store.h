@@ -366,7 +366,11 @@ store_status_t store_wait(store_request_t *request);
  * store keeps serving the other processes until each has reached MPI_Finalize or
  * store_finalize for it, so their calls still in flight complete. Failures are handled as in
  * store_finalize. From then on every call on the store returns STORE_ERR_MPI_STATE;
- * store_finalize sets *store to NULL and returns STORE_ERR_MPI_STATE.
+ * store_finalize sets *store to NULL and returns STORE_ERR_MPI_STATE. As for any collective
+ * call, the order must match: a process that calls store_finalize for some stores and leaves
+ * others to MPI_Finalize must do so in an order that the other processes follow too (simplest:
+ * finalize explicitly either every store or none), and MPI_Finalize waits for every process
+ * of each such store, as it would for the processes of the job.
  *
  * Memory: a store_init/store_finalize cycle keeps 64 bytes, the dead handle (so that stale
  * copies of it get STORE_ERR_HANDLE). Under `mpirun --with-ft ulfm`, Open MPI 5.0.7 itself keeps
@@ -405,6 +409,10 @@ store_status_t store_finalize(store_t *store);
  *
  * Another error (STORE_ERR_NO_MEMORY, STORE_ERR_MPI, ...) on one survivor: that survivor returns
  * it and every other survivor STORE_ERR_PEER. The store can then only be finalized.
+ *
+ * Survivors that do not see the same set of survivors (MPIX_Comm_shrink gave them different
+ * communicators) are never rebuilt on: each of them gets STORE_ERR_MPI, from this and every later
+ * call, and store_finalize abandons the store (docs/failures.md).
  *
  * Data that a process wrote before it failed, and that is still in flight, never lands in
  * memory that recovery reused: slots a failed process could write are retired, not reused.
@@ -509,8 +517,9 @@ store_status_t store_recovery_init(store_recovery_t *report);
  *  lost_keys then list the keys the last store_recover found lost, plus the keys the
  *  background repair reported lost and those a get on this process found lost, until this
  *  process puts or deletes them (a put by another process does not take a key off this
- *  process's list). The list may differ between processes, but it holds every key for which a
- *  store_get or store_get_many on this process returned STORE_ERR_DATA_LOST. */
+ *  process's list, and a repair's notice that arrives after this process's put may list the key
+ *  again). The list may differ between processes, but it holds every key for which a store_get
+ *  or store_get_many on this process returned STORE_ERR_DATA_LOST. */
 store_status_t store_last_recovery(store_t store, store_recovery_t *report);
 
 /** Runtime information about a store. Fill with store_info_init before store_get_info. */
