@@ -142,7 +142,7 @@ void RequestSet::issue(RmaWindow &w, bool is_put, int target, MPI_Aint address, 
     // Open MPI 5.0.7's osc/rdma searches a same-node target's table of attached regions in
     // place, without its lock (osc_rdma_dynamic.c, ompi_osc_rdma_find_dynamic_region), while
     // MPI_Win_attach or MPI_Win_detach on the target moves its entries: an operation issued
-    // meanwhile fails with MPI_ERR_RMA_RANGE although its address is attached (11 to 61 puts in
+    // meanwhile fails with MPI_ERR_RMA_RANGE although its address is attached (10 to 60 puts in
     // 3 s in each run of tests/ompi_region_table_readers.c, unpatched). The Open MPI that
     // scripts/setup.sh builds has it fixed (patch 0008); other builds do not. Every address used
     // here was granted by the target after attaching it, so this error is that race: retry.

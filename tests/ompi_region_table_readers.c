@@ -11,11 +11,11 @@
  * The region that comes and goes lies below the one that stays, so that each attach or detach
  * moves the entry that the readers look for. Unpatched Open MPI 5.0.7 searches a same-node
  * table in place, with no lock, while its owner moves entries (osc_rdma_dynamic.c,
- * ompi_osc_rdma_find_dynamic_region): 11 to 61 puts of a run failed with MPI_ERR_RMA_RANGE,
+ * ompi_osc_rdma_find_dynamic_region): 10 to 60 puts of a run failed with MPI_ERR_RMA_RANGE,
  * over shared memory and over btl/tcp alike (osc/rdma keeps node mates' tables in its own
  * shared segment either way). The first version of scripts/openmpi-patches/0008 made it worse
- * (9 to 374): the search took the owner's "table changing" marker for a region count. The
- * patch as it is now makes the search wait out a change and search again after one.
+ * (9 to 374): the search took the owner's "table changing" marker for a region count. The patch
+ * as it is now makes the search wait out a change and search again after one.
  *
  * Premise, checked: rank 0 completed attach cycles in every attach phase, and the puts of
  * ranks 1 and 2 arrived in rank 0's memory during each phase.
