@@ -179,9 +179,11 @@ bool Store::shrink_and_agree(double *seconds, int members) {
     const auto agreed = static_cast<std::uint32_t>(flag);
     const bool ok = rc == MPI_SUCCESS && (agreed & 1) != 0;
     keep = ok && (agreed & 2) != 0;
+    int old_size = size;
+    check_mpi(MPI_Comm_size(rt.comm, &old_size), "MPI_Comm_size");
     MPI_Comm old = rt.comm;
     rt.comm = shrunk;
-    MPI_Comm_free(&old);
+    rt.retire(&old, size < old_size);
     if (ok && (((agreed >> 2) ^ (agreed >> 17)) & kViewMask) != kViewMask) {
       // Every survivor of this agreement sees this. Rebuilding on differing views would split
       // the store: it stops here for good instead, and can only be finalized.
@@ -212,8 +214,7 @@ void Store::rebuild_runtime(double *seconds, bool keep_window) {
     if (rt.window) rt.window->abandon();
     rt.window.reset();
   }
-  if (rt.ctrl != MPI_COMM_NULL) MPI_Comm_free(&rt.ctrl);
-  rt.ctrl = MPI_COMM_NULL;
+  rt.retire(&rt.ctrl, !keep_window);
   rt.renumber();
   std::vector<int> ids(static_cast<std::size_t>(rt.size));
   const int id = core_->id;

@@ -38,6 +38,21 @@ void Runtime::stop_helper() {
   bells.reset();
 }
 
+void Runtime::retire(MPI_Comm *c, bool spanned_failed) {
+  if (*c == MPI_COMM_NULL) return;
+  if (!spanned_failed) {
+    MPI_Comm_free(c);
+  } else {
+    retired.push_back(*c);
+  }
+  *c = MPI_COMM_NULL;
+}
+
+void Runtime::free_retired() noexcept {
+  for (MPI_Comm &c : retired) MPI_Comm_free(&c);
+  retired.clear();
+}
+
 void Runtime::check_helper() const {
   if (helper->failed()) throw StoreError(STORE_ERR_MPI, "helper thread stopped: " + helper->failure());
 }

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "doorbell.hpp"
 #include "failure.hpp"
@@ -30,6 +31,14 @@ public:
   void stop_helper();
   // comm has changed (store_recover shrank it): reads this process's rank and the size again.
   void renumber();
+  // Frees *c, or, if it spanned a process that MPI declared failed, keeps it until
+  // free_retired(): such a process may be alive (ULFM's heartbeat detector declares a stopped
+  // one failed) and send on it later. Freed, its context id would go to a new communicator,
+  // and ob1 aborts the job on a message from a rank beyond that one's size
+  // (tests/test_false_suspicion.cpp). Sets *c to MPI_COMM_NULL.
+  void retire(MPI_Comm *c, bool spanned_failed);
+  // store_finalize: the kept communicators (those of the recoveries that lost processes).
+  void free_retired() noexcept;
 
   bool detecting() const { return detector != STORE_DETECTOR_OFF; }
   bool dead(int r) const { return detecting() && failures->dead(r); }
@@ -48,6 +57,7 @@ public:
   std::unique_ptr<Doorbells> bells;
   std::unique_ptr<FailureState> failures;
   std::unique_ptr<Helper> helper;
+  std::vector<MPI_Comm> retired;
 };
 
 } // namespace rmastore::internal

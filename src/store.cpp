@@ -172,6 +172,7 @@ Store::~Store() {
   core_->table.abandon();
   if (rt.ctrl != MPI_COMM_NULL) MPI_Comm_free(&rt.ctrl);
   if (rt.comm != MPI_COMM_NULL) MPI_Comm_free(&rt.comm);
+  rt.free_retired();
 }
 
 // The variant's threads exist before the helper starts and until it has stopped: the helper's
@@ -223,6 +224,7 @@ void Store::finalize() {
   }
   check_mpi(MPI_Comm_free(&rt.ctrl), "MPI_Comm_free");
   check_mpi(MPI_Comm_free(&rt.comm), "MPI_Comm_free");
+  rt.free_retired();
   finalized_ = true;
 }
 

@@ -31,10 +31,10 @@ if grep -q -a -e '^WARNING: ThreadSanitizer' -e '^==[0-9]*==ERROR: AddressSaniti
 fi
 
 # Deaths the scenario configured must have happened where it said: each spec of RMASTORE_FAULT
-# (and each line a test wrote to faults-expected: specs it chose itself, or own-hand@<rank> for
-# a rank that kills itself) needs the marker its victim left right before dying (src/fault.cpp,
-# tests/test_util.cpp). Without this, a victim whose fault point was never reached would die
-# later anyway and the scenario would pass.
+# (and each line a test wrote to faults-expected: specs it chose itself, own-hand@<rank> for a
+# rank that kills itself, stopped@<rank> for one that stops itself) needs the marker its victim
+# left right before dying or stopping (src/fault.cpp, tests/test_util.cpp). Without this, a
+# victim whose fault point was never reached would die later anyway and the scenario would pass.
 unfired=()
 specs=$(printf '%s\n' "${RMASTORE_FAULT:-}" | tr ',' '\n'; cat "$dir/faults-expected" 2>/dev/null)
 for spec in $specs; do
@@ -43,6 +43,8 @@ for spec in $specs; do
   [[ $spec == *#* ]] && nth=${spec##*#}
   if [ "$point" = own-hand ]; then
     marker="$dir/killed.$rank"
+  elif [ "$point" = stopped ]; then
+    marker="$dir/stopped.$rank"
   else
     marker="$dir/fault-fired.$point@$rank#$nth"
   fi
@@ -71,5 +73,5 @@ if [ "$fail" -ne 0 ] || [ "$pass" -ne "$expect" ]; then
   echo "mpirun_test: FAILED: $pass ranks passed, $fail failed, $expect expected to pass (mpirun exit $rc)"
   exit 1
 fi
-fired=$(cd "$dir" && ls fault-fired.* killed.* 2>/dev/null | tr '\n' ' ')
+fired=$(cd "$dir" && ls fault-fired.* killed.* stopped.* 2>/dev/null | tr '\n' ' ')
 echo "mpirun_test: all $expect surviving ranks passed${fired:+ (deaths: $fired)}"

@@ -85,6 +85,21 @@ rmastore_add_mpi_test(test_recover_view NAME test_recover_view_localized NP 4 KI
 rmastore_add_multihost_test(test_recover_view NAME test_recover_view NP 6 KILLED 1 TIMEOUT 60 LABELS ulfm
                             ENV RMASTORE_FAULT=recover.skewed_view@1)
 
+# A live process declared failed (ULFM's heartbeat detector, 2 s, while it is stopped for 10 s):
+# the others recover without it and work on through its late messages.
+add_executable(test_false_suspicion test_false_suspicion.cpp)
+target_link_libraries(test_false_suspicion PRIVATE rmastore_test_util rmastore_build_flags)
+set(heartbeat OMPI_MCA_mpi_ft_detector=true OMPI_MCA_mpi_ft_detector_thread=false OMPI_MCA_mpi_ft_detector_period=0.5
+              OMPI_MCA_mpi_ft_detector_timeout=2)
+rmastore_add_mpi_test(test_false_suspicion NP 4 KILLED 1 TIMEOUT 90 LABELS ulfm ENV ${heartbeat})
+rmastore_add_mpi_test(test_false_suspicion NAME test_false_suspicion_localized NP 4 KILLED 1 TIMEOUT 90
+                      LABELS ulfm localized ENV ${heartbeat} RMASTORE_TEST_RECOVERY=localized)
+# Open MPI's part of it in raw MPI, with the communicators that spanned the suspect kept as the
+# library keeps them ("free" aborts the survivors: see the file).
+add_executable(ompi_late_message_reused_cid ompi_late_message_reused_cid.c)
+target_link_libraries(ompi_late_message_reused_cid PRIVATE MPI::MPI_C)
+rmastore_add_mpi_test(ompi_late_message_reused_cid NP 3 KILLED 1 ARGS keep TIMEOUT 60 LABELS ulfm ompi ENV ${heartbeat})
+
 # The stale-write fence: a put of a dead process lands after the recovery and must not
 # overwrite what a survivor wrote since (put.stale: the 2nd put of rank 1 dies unsent).
 add_executable(test_recover_stale test_recover_stale.cpp)

@@ -21,6 +21,7 @@ extern "C" std::size_t __sanitizer_get_current_allocated_bytes();
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <thread>
 
 namespace rmastore::test {
@@ -69,6 +70,30 @@ void die_by_own_hand(const char *why) {
   write_file("killed." + std::to_string(rank), std::string(why) + "\n", O_TRUNC);
   raise(SIGKILL);
   std::abort(); // not reached
+}
+
+void stop_for(std::chrono::milliseconds how_long, const char *why) {
+  const int rank = world_rank();
+  std::fprintf(stderr, "[rank %d] stops for %lld ms: %s\n", rank, static_cast<long long>(how_long.count()), why);
+  std::fflush(stderr);
+  write_file("stopped." + std::to_string(rank), std::string(why) + "\n", O_TRUNC);
+  const pid_t self = getpid();
+  const pid_t child = fork();
+  if (child == 0) {
+    // Only async-signal-safe calls in the child of a threaded process.
+    struct timespec t = {static_cast<time_t>(how_long.count() / 1000),
+                         static_cast<long>(how_long.count() % 1000) * 1000000L};
+    while (nanosleep(&t, &t) != 0 && errno == EINTR) {
+    }
+    kill(self, SIGCONT);
+    _exit(0);
+  }
+  if (child < 0) {
+    std::fprintf(stderr, "[rank %d] stop_for: fork: %s\n", rank, std::strerror(errno));
+    write_verdict(false);
+    return;
+  }
+  raise(SIGSTOP);
 }
 
 namespace {

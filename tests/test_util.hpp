@@ -32,6 +32,11 @@ void write_verdict(bool pass);
 // directory, then raises SIGKILL. The runner checks this marker for every own-hand@<rank> that
 // expect_deaths() declared, as it checks fault-fired markers of fault points (src/fault.hpp).
 [[noreturn]] void die_by_own_hand(const char *why);
+// A process that MPI may declare failed while it is alive: leaves stopped.<world rank> (holding
+// `why`) in the verdict directory, then stops every thread of this process (SIGSTOP) for `how_long`;
+// a child process it forks sends the SIGCONT. Returns once resumed, if Open MPI lets it run on.
+// The runner checks the marker for every stopped@<rank> that expect_deaths() declared.
+void stop_for(std::chrono::milliseconds how_long, const char *why);
 // Host loss (scripts/multihost.sh). watch_host_daemon: if this process's parent is its host's
 // Open MPI daemon (prted), starts a thread that kills this process as soon as the daemon is gone,
 // as when the machine goes away; false if the parent is no prted. `host_ranks`: the world ranks
@@ -40,7 +45,7 @@ void write_verdict(bool pass);
 bool watch_host_daemon(const std::vector<int> &host_ranks);
 [[noreturn]] void die_with_host(bool kill_daemon, const char *why);
 // Declares deaths the runner must find markers of, one spec a line: <point>@<rank>[#<n>] for a
-// fault point, own-hand@<rank> for die_by_own_hand. For scenarios that choose their deaths
+// fault point, own-hand@<rank> for die_by_own_hand, stopped@<rank> for stop_for. For scenarios that choose their deaths
 // themselves; the specs of RMASTORE_FAULT in the runner's environment are checked anyway.
 void expect_deaths(const std::vector<std::string> &specs);
 
