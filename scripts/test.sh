@@ -6,9 +6,19 @@
 # build and runs the data-path and localized tests there at 2 processes, and every single-node
 # failure scenario (RMASTORE_TSAN_TESTS, a ctest -R regex, chooses others).
 # Extra arguments go to ctest (e.g. -L unit). The suite includes tests across 3 simulated hosts
-# (label multihost, scripts/multihost.sh): they need root and network namespaces.
+# (label multihost, scripts/multihost.sh): they need root and network namespaces; and LAMMPS
+# under kills (label lammps, examples/lammps; RMASTORE_LAMMPS=0 builds neither LAMMPS nor them).
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
-rmastore_build
+# LAMMPS for the tests of examples/lammps (label lammps): built once into the cache, about 13
+# minutes on 2 cores (scripts/setup-lammps.sh). RMASTORE_LAMMPS=0 leaves them out.
+lammps_args=()
+if [ "${RMASTORE_LAMMPS:-1}" != 0 ]; then
+  bash "$RMASTORE_ROOT/scripts/setup-lammps.sh"
+  # shellcheck source=/dev/null
+  source "${RMASTORE_CACHE:-$HOME/.cache/rmastore}/lammps-env.sh"
+  lammps_args=(-DCMAKE_PREFIX_PATH="$LAMMPS_PREFIX")
+fi
+rmastore_build "${lammps_args[@]}"
 base_build_dir=$RMASTORE_BUILD_DIR
 
 echo "== clang-format check"
@@ -23,7 +33,8 @@ ctest --test-dir "$RMASTORE_BUILD_DIR" --output-on-failure "$@"
 if [ "${RMASTORE_SANITIZE:-1}" != 0 ]; then
   echo "== tests under AddressSanitizer and UndefinedBehaviorSanitizer"
   RMASTORE_BUILD_DIR="$RMASTORE_BUILD_DIR-sanitize"
-  rmastore_build -DRMASTORE_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug
+  # LAMMPS's driver is not built here: LAMMPS itself is not instrumented.
+  rmastore_build -DRMASTORE_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug -DCMAKE_PREFIX_PATH=
   # The multi-host runs exercise the same library code over another transport; under the
   # sanitizers the single-host suite covers it (and CI's time budget stays).
   args=("$@")
