@@ -46,6 +46,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <exception>
 #include <fstream>
 #include <mutex>
@@ -63,6 +64,7 @@ struct Options {
   std::vector<std::string> vars; // -var NAME VALUE..., passed on to LAMMPS
   long every = 20;               // steps between checkpoints
   int replicas = 2;
+  long capacity_mib = 0; // store_config_t::capacity_hint, if set
   bool localized = false;
   std::vector<std::pair<int, long>> kills; // world rank dies in the middle of this step
   bool kill_host = false;                  // victims take their host's daemon with them
@@ -73,10 +75,10 @@ struct Options {
   std::string baseline;                    // benchmark: "disk" or "shm" instead of the store
 };
 
-const char kUsage[] =
-    "usage: lammps_resilient [--every N] [--replicas R] [--localized] [--kill RANK@STEP[,...]] [--kill-host]\n"
-    "                        [--workdir DIR] [--keep] [--reference RESTART] [--stale-piece K]\n"
-    "                        [--baseline disk|shm] -in INPUT [-var NAME VALUE ...]\n";
+const char kUsage[] = "usage: lammps_resilient [--every N] [--replicas R] [--capacity-mib M] [--localized] [--kill "
+                      "RANK@STEP[,...]] [--kill-host]\n"
+                      "                        [--workdir DIR] [--keep] [--reference RESTART] [--stale-piece K]\n"
+                      "                        [--baseline disk|shm] -in INPUT [-var NAME VALUE ...]\n";
 
 [[noreturn]] void usage_error(int rank, const std::string &what) {
   if (rank == 0) std::fprintf(stderr, "lammps_resilient: %s\n%s", what.c_str(), kUsage);
@@ -115,6 +117,8 @@ Options parse(int argc, char **argv, int rank) {
       if (o.every < 1) usage_error(rank, "--every must be at least 1");
     } else if (a == "--replicas") {
       o.replicas = static_cast<int>(to_long(rank, value("--replicas"), "--replicas"));
+    } else if (a == "--capacity-mib") {
+      o.capacity_mib = to_long(rank, value("--capacity-mib"), "--capacity-mib");
     } else if (a == "--localized") {
       o.localized = true;
     } else if (a == "--kill") {
@@ -320,6 +324,14 @@ struct Killer {
 };
 Killer g_killer;
 
+// Seconds since the epoch: comparable between processes of one machine (the benchmark's
+// "from the kill to the first new timestep").
+double wall_clock() {
+  timespec t{};
+  clock_gettime(CLOCK_REALTIME, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
+
 // fix external's callback, every step after the forces: adds no force (the fix is in every run
 // of the driver, the reference too); kills this process at its step.
 void on_step(void *, int64_t step, int nlocal, int *, double **, double **fext) {
@@ -327,8 +339,8 @@ void on_step(void *, int64_t step, int nlocal, int *, double **, double **fext) 
   if (step != g_killer.step) return;
   int rank = 0;
   PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  std::fprintf(stderr, "[lammps_resilient] rank %d dies at step %lld%s\n", rank, static_cast<long long>(step),
-               g_killer.host ? " with its host" : "");
+  std::fprintf(stderr, "[lammps_resilient] rank %d dies at step %lld%s (KILLED at %.6f)\n", rank,
+               static_cast<long long>(step), g_killer.host ? " with its host" : "", wall_clock());
   std::fflush(stderr);
   if (g_killer.host) kill(getppid(), SIGKILL); // the host's Open MPI daemon: the whole host goes
   raise(SIGKILL);
@@ -337,12 +349,24 @@ void on_step(void *, int64_t step, int nlocal, int *, double **, double **fext) 
 // ------------------------------------------------------------------------------------------------
 // Files
 
-std::string read_file(const std::string &path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return {};
-  std::ostringstream s;
-  s << f.rdbuf();
-  return s.str();
+// The whole file, after `reserve` bytes left for the caller (one allocation, one copy).
+std::string read_file(const std::string &path, std::size_t reserve = 0) {
+  const int fd = open(path.c_str(), O_RDONLY);
+  struct stat st {};
+  if (fd < 0 || fstat(fd, &st) != 0) {
+    if (fd >= 0) close(fd);
+    return {};
+  }
+  std::string bytes(reserve + static_cast<std::size_t>(st.st_size), '\0');
+  std::size_t done = reserve;
+  while (done < bytes.size()) {
+    const ssize_t n = read(fd, bytes.data() + done, bytes.size() - done);
+    if (n <= 0) break;
+    done += static_cast<std::size_t>(n);
+  }
+  close(fd);
+  bytes.resize(done);
+  return done > reserve ? bytes : std::string();
 }
 
 bool write_file(const std::string &path, const std::string &bytes, bool sync) {
@@ -399,9 +423,9 @@ struct Current {
   std::int64_t files; // processes that wrote it
 };
 
-std::uint64_t fnv1a(const std::string &bytes) {
+std::uint64_t fnv1a(const char *bytes, std::size_t n) {
   std::uint64_t h = 14695981039346656037ULL;
-  for (unsigned char c : bytes) h = (h ^ c) * 1099511628211ULL;
+  for (std::size_t i = 0; i < n; ++i) h = (h ^ static_cast<unsigned char>(bytes[i])) * 1099511628211ULL;
   return h;
 }
 
@@ -565,13 +589,14 @@ bool Driver::checkpoint_parts(std::uint64_t k) {
   bool ok = store_tx_begin(store_) == STORE_OK;
   for (int i : files) {
     const std::string name = piece_name(pattern, i);
-    std::string bytes = read_file(name);
+    std::string bytes = read_file(name, sizeof(PartHeader));
     if (bytes.empty()) fatal("cannot read " + name);
-    ckpt_bytes_ += bytes.size();
+    const std::size_t body = bytes.size() - sizeof(PartHeader);
+    ckpt_bytes_ += body;
     if (!o_.keep) unlink(name.c_str());
     if (static_cast<long>(k) == o_.stale_piece && i == 1) continue; // the negative control
-    PartHeader h{k, bytes.size(), fnv1a(bytes)};
-    bytes.insert(0, reinterpret_cast<const char *>(&h), sizeof h);
+    const PartHeader h{k, body, fnv1a(bytes.data() + sizeof(PartHeader), body)};
+    std::memcpy(bytes.data(), &h, sizeof h);
     ok = ok && store_put(store_, part_key(gen, i), bytes.data(), bytes.size()) == STORE_OK;
   }
   if (!o_.keep) rmdir(dir.c_str());
@@ -645,8 +670,10 @@ void Driver::recover() {
     if (!done) abandon_lammps();
   }
   if (rank_ == 0) {
-    std::printf("RECOVERY %d: %d survivors, %d failed; restored checkpoint %llu (step %ld) in %.3f s\n", recoveries_,
-                size_, failed, static_cast<unsigned long long>(checkpoint_), step(), now() - t0);
+    std::printf("RECOVERY %d: %d survivors, %d failed; restored checkpoint %llu (step %ld) in %.3f s "
+                "(RESUMED at %.6f)\n",
+                recoveries_, size_, failed, static_cast<unsigned long long>(checkpoint_), step(), now() - t0,
+                wall_clock());
     std::fflush(stdout);
   }
 }
@@ -686,7 +713,8 @@ Driver::Fetched Driver::fetch_files() {
     PartHeader h{};
     if (g == STORE_OK && n >= sizeof h) std::memcpy(&h, bytes.data(), sizeof h);
     const std::string body = g == STORE_OK && n >= sizeof h ? bytes.substr(sizeof h) : std::string();
-    if (g != STORE_OK || h.checkpoint != current_.checkpoint || h.bytes != body.size() || h.checksum != fnv1a(body)) {
+    if (g != STORE_OK || h.checkpoint != current_.checkpoint || h.bytes != body.size() ||
+        h.checksum != fnv1a(body.data(), body.size())) {
       const std::string why = g != STORE_OK                         ? store_strerror(g)
                               : h.checkpoint != current_.checkpoint ? "holds checkpoint " + std::to_string(h.checkpoint)
                                                                     : "fails its checksum";
@@ -741,6 +769,10 @@ int Driver::run() {
     }
     add_killer_fix(lmp_);
     target_ = in_.run_steps;
+    if (rank_ == 0) {
+      std::printf("REFERENCE from step %ld (RESUMED at %.6f)\n", step(), wall_clock());
+      std::fflush(stdout);
+    }
     while (step() < target_) {
       if (!run_chunk()) fatal("a failure in the reference run");
     }
@@ -751,6 +783,7 @@ int Driver::run() {
   store_config_t cfg;
   store_config_init(&cfg);
   cfg.replicas = o_.replicas;
+  if (o_.capacity_mib > 0) cfg.capacity_hint = static_cast<std::size_t>(o_.capacity_mib) << 20;
   cfg.recovery = o_.localized ? STORE_RECOVERY_LOCALIZED : STORE_RECOVERY_GLOBAL;
   if (o_.baseline.empty() && store_init(MPI_COMM_WORLD, &cfg, &store_) != STORE_OK) fatal("store_init");
   MPI_Comm_dup(MPI_COMM_WORLD, &dcomm_);
@@ -771,6 +804,7 @@ int Driver::run() {
     const std::uint64_t k = checkpoint_ + 1;
     const double t0 = now();
     if (ok && !last) ok = checkpoint_parts(k);
+    const double t1 = now();
     // Rank 0 records checkpoint k as the current one only once every part of it is committed;
     // the second agreement tells everyone that it did.
     bool good = agree(ok);
@@ -782,8 +816,10 @@ int Driver::run() {
       ckpt_seconds_ += seconds;
       ++ckpt_count_;
       if (rank_ == 0) {
-        std::printf("CKPT %llu step %ld: %.3f ms (write_restart %.3f ms), %zu bytes on rank 0\n",
-                    static_cast<unsigned long long>(k), step(), 1e3 * seconds, 1e3 * write_seconds_, ckpt_bytes_);
+        std::printf("CKPT %llu step %ld: %.3f ms (write_restart %.3f ms, store %.3f ms, agreements %.3f ms), %zu "
+                    "bytes on rank 0\n",
+                    static_cast<unsigned long long>(k), step(), 1e3 * seconds, 1e3 * write_seconds_,
+                    1e3 * (t1 - t0 - write_seconds_), 1e3 * (now() - t1), ckpt_bytes_);
         std::fflush(stdout);
       }
       continue;
