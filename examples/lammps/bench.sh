@@ -15,7 +15,7 @@
 #     (launch to first timestep); time to solution against the failure-free run.
 # Needs scripts/setup.sh and scripts/setup-lammps.sh to have run.
 set -euo pipefail
-out=$1 scales=$2 nps=$3 repeats=${4:-1}
+out=$(realpath -m "$1") scales=$2 nps=$3 repeats=${4:-1}
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 # shellcheck source=/dev/null
 source "${RMASTORE_CACHE:-$HOME/.cache/rmastore}/mpi-env.sh"
