@@ -34,6 +34,7 @@
 #include <rmastore/store.h>
 
 #include <fcntl.h>
+#include <ftw.h>
 #include <getopt.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -393,6 +394,13 @@ void make_dir(const std::string &path) {
   }
 }
 
+// rm -rf, ignoring what another process removed first.
+void remove_tree(const std::string &path) {
+  nftw(
+      path.c_str(), [](const char *p, const struct stat *, int, FTW *) { return remove(p), 0; }, 16,
+      FTW_DEPTH | FTW_PHYS);
+}
+
 std::string piece_name(const std::string &pattern, int i) {
   std::string s = pattern;
   s.replace(s.find('%'), 1, i < 0 ? std::string("base") : std::to_string(i));
@@ -433,7 +441,7 @@ public:
   int run();
 
 private:
-  void open_lammps(MPI_Comm comm);
+  bool open_lammps(MPI_Comm comm);
   void command(const std::string &cmd);
   long step() const { return static_cast<long>(*static_cast<int64_t *>(lammps_extract_global(lmp_, "ntimestep"))); }
   void print_thermo();
@@ -478,8 +486,9 @@ void Driver::fatal(const std::string &what) {
   _exit(1);
 }
 
-void Driver::open_lammps(MPI_Comm comm) {
-  if (MPI_Comm_dup(comm, &lcomm_) != MPI_SUCCESS) fatal("MPI_Comm_dup for LAMMPS");
+// False if a failure got in the way (then call it again after the next recovery).
+bool Driver::open_lammps(MPI_Comm comm) {
+  if (MPI_Comm_dup(comm, &lcomm_) != MPI_SUCCESS) return false;
   {
     std::lock_guard<std::mutex> lock(g_comms_mutex);
     g_lammps_comms.assign(1, lcomm_);
@@ -492,6 +501,7 @@ void Driver::open_lammps(MPI_Comm comm) {
   for (std::string &a : args) argv.push_back(a.data());
   lmp_ = lammps_open(static_cast<int>(argv.size()), argv.data(), lcomm_, nullptr);
   if (lmp_ == nullptr) fatal("lammps_open failed");
+  return true;
 }
 
 void Driver::command(const std::string &cmd) {
@@ -658,7 +668,10 @@ void Driver::recover() {
     // Bit 0: fetched; bit 1: the checkpoint is whole. All see the same.
     int flag = (f == Fetched::kOk ? 1 : 0) | (f != Fetched::kCorrupt ? 2 : 0);
     const int rc = MPIX_Comm_agree(dcomm_, &flag);
-    if ((flag & 2) == 0) fatal("the current checkpoint is inconsistent: no process goes on from it");
+    if ((flag & 2) == 0) {
+      if (!o_.keep) remove_tree(o_.workdir);
+      fatal("the current checkpoint is inconsistent: no process goes on from it");
+    }
     if (rc != MPI_SUCCESS || flag != 3) continue;
     done = agree(start_from_files());
     if (!done) abandon_lammps();
@@ -725,8 +738,9 @@ Driver::Fetched Driver::fetch_files() {
 // A new LAMMPS instance on the survivors, from the files (or from the input, if no checkpoint
 // was complete). False if a failure left LAMMPS.
 bool Driver::start_from_files() {
-  open_lammps(dcomm_);
   try {
+    // lammps_open runs collectives too: a failure there throws like any other.
+    if (!open_lammps(dcomm_)) return false;
     if (current_.checkpoint == 0) {
       start_from_input();
     } else {
@@ -753,7 +767,7 @@ int Driver::run() {
     MPI_Comm_dup(MPI_COMM_WORLD, &dcomm_);
     MPI_Comm_rank(dcomm_, &rank_);
     MPI_Comm_size(dcomm_, &size_);
-    open_lammps(dcomm_);
+    if (!open_lammps(dcomm_)) fatal("MPI_Comm_dup for LAMMPS");
     // The input's run is taken to start at step 0.
     command("read_restart " + o_.reference);
     for (const std::string &cmd : in_.before) {
@@ -786,7 +800,7 @@ int Driver::run() {
     if (victim == world_rank_) g_killer = Killer{at, o_.kill_host};
   }
   const double t_start = now();
-  open_lammps(dcomm_);
+  if (!open_lammps(dcomm_)) fatal("MPI_Comm_dup for LAMMPS");
   start_from_input();
   // Each round: a chunk, then this process's part of a checkpoint, then one agreement that
   // every live process reaches, whatever happened in its round.
@@ -829,6 +843,9 @@ int Driver::run() {
     std::fflush(stdout);
   }
   close_lammps();
+  // What is left in the directory (the files of processes that died): every survivor removes
+  // what it sees, so that node-local directories are emptied too.
+  if (!o_.keep) remove_tree(o_.workdir);
   if (store_ != nullptr && store_finalize(&store_) != STORE_OK) fatal("store_finalize");
   return 0;
 }
