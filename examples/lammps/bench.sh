@@ -74,14 +74,19 @@ for scale in $scales; do
       victim=$((np - 1))
       run "$np" --every 10 --keep --workdir "/dev/shm/rmastore-lammps-bench-keep" --kill "$victim@55" -in in.lj \
         "${vars[@]}"
-      killed=$(grep -a -o 'KILLED at [0-9.]*' "$work/out" | awk '{print $3}')
-      resumed=$(grep -a '^RECOVERY ' "$work/out" | grep -o 'RESUMED at [0-9.]*' | awk '{print $3}')
-      ckpt=$(grep -a '^RECOVERY ' "$work/out" | sed -E 's/.*restored checkpoint ([0-9]+) .*/\1/')
+      killed=$(cat "/dev/shm/rmastore-lammps-bench-keep/killed-at.$victim" 2>/dev/null || true)
+      resumed=$(grep -a '^RECOVERY ' "$work/out" | grep -a -o 'RESUMED at [0-9.]*' | awk '{print $3}' || true)
+      ckpt=$(grep -a '^RECOVERY ' "$work/out" | sed -E 's/.*restored checkpoint ([0-9]+) .*/\1/' || true)
+      if [ -z "$killed" ] || [ -z "$resumed" ] || [ -z "$ckpt" ]; then
+        cat "$work/out" >&2
+        echo "bench.sh: the run with a death did not report its kill ('$killed'), recovery ('$resumed') or checkpoint ('$ckpt')" >&2
+        exit 1
+      fi
       fail_s=$(done_seconds)
       t0=$(date +%s.%N)
       run "$victim" --every 10 --reference "/dev/shm/rmastore-lammps-bench-keep/ckpt-$ckpt/restart.%" -in in.lj \
         "${vars[@]}"
-      restart_resumed=$(grep -a '^REFERENCE ' "$work/out" | grep -o 'RESUMED at [0-9.]*' | awk '{print $3}')
+      restart_resumed=$(grep -a '^REFERENCE ' "$work/out" | grep -a -o 'RESUMED at [0-9.]*' | awk '{print $3}')
       rm -rf /dev/shm/rmastore-lammps-bench-keep
       lost=$(awk -v a="$resumed" -v b="$killed" 'BEGIN {print a - b}')
       restart=$(awk -v a="$restart_resumed" -v b="$t0" 'BEGIN {print a - b}')

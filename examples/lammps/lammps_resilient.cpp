@@ -322,6 +322,7 @@ namespace {
 struct Killer {
   long step = -1;
   bool host = false;
+  std::string stamp; // the file the victim leaves its time of death in (the benchmark reads it)
 };
 Killer g_killer;
 
@@ -340,8 +341,15 @@ void on_step(void *, int64_t step, int nlocal, int *, double **, double **fext) 
   if (step != g_killer.step) return;
   int rank = 0;
   PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  const double at = wall_clock();
+  // A file, not only the output: the last line of a process killed right after may not be
+  // forwarded by the launcher.
+  if (FILE *f = std::fopen(g_killer.stamp.c_str(), "w")) {
+    std::fprintf(f, "%.6f\n", at);
+    std::fclose(f);
+  }
   std::fprintf(stderr, "[lammps_resilient] rank %d dies at step %lld%s (KILLED at %.6f)\n", rank,
-               static_cast<long long>(step), g_killer.host ? " with its host" : "", wall_clock());
+               static_cast<long long>(step), g_killer.host ? " with its host" : "", at);
   std::fflush(stderr);
   if (g_killer.host) kill(getppid(), SIGKILL); // the host's Open MPI daemon: the whole host goes
   raise(SIGKILL);
@@ -797,7 +805,7 @@ int Driver::run() {
   MPI_Comm_rank(dcomm_, &rank_);
   MPI_Comm_size(dcomm_, &size_);
   for (const auto &[victim, at] : o_.kills) {
-    if (victim == world_rank_) g_killer = Killer{at, o_.kill_host};
+    if (victim == world_rank_) g_killer = Killer{at, o_.kill_host, o_.workdir + "/killed-at." + std::to_string(victim)};
   }
   const double t_start = now();
   if (!open_lammps(dcomm_)) fatal("MPI_Comm_dup for LAMMPS");
