@@ -176,10 +176,14 @@ Input read_input(const std::string &path, int rank) {
   bool seen_run = false;
   std::string line, cmd;
   while (std::getline(f, line)) {
-    bool quoted = false;
+    // The quote that is open, if any: an apostrophe inside "..." opens nothing.
+    char quote = 0;
     for (std::size_t i = 0; i < line.size(); ++i) {
-      if (line[i] == '"' || line[i] == '\'') quoted = !quoted;
-      if (line[i] == '#' && !quoted) {
+      if (quote != 0) {
+        if (line[i] == quote) quote = 0;
+      } else if (line[i] == '"' || line[i] == '\'') {
+        quote = line[i];
+      } else if (line[i] == '#') {
         line.resize(i);
         break;
       }
@@ -451,6 +455,7 @@ public:
 private:
   bool open_lammps(MPI_Comm comm);
   void command(const std::string &cmd);
+  void add_killer_fix();
   long step() const { return static_cast<long>(*static_cast<int64_t *>(lammps_extract_global(lmp_, "ntimestep"))); }
   void print_thermo();
   bool run_chunk();
@@ -529,15 +534,14 @@ void Driver::print_thermo() {
 }
 
 // The commands every run of the driver adds: the fix whose callback kills at a step.
-void add_killer_fix(void *lmp) {
-  lammps_command(lmp, "fix rmastore_kill all external pf/callback 1 1");
-  lammps_set_fix_external_callback(lmp, "rmastore_kill", on_step, nullptr);
+void Driver::add_killer_fix() {
+  command("fix rmastore_kill all external pf/callback 1 1");
+  lammps_set_fix_external_callback(lmp_, "rmastore_kill", on_step, nullptr);
 }
 
 void Driver::start_from_input() {
   for (const std::string &c : in_.before) command(c);
-  add_killer_fix(lmp_);
-  if (lammps_has_error(lmp_) != 0) fatal("fix external");
+  add_killer_fix();
   target_ = step() + in_.run_steps;
 }
 
@@ -756,7 +760,7 @@ bool Driver::start_from_files() {
       for (const std::string &cmd : in_.before) {
         if (replayed_after_restart(cmd)) command(cmd);
       }
-      add_killer_fix(lmp_);
+      add_killer_fix();
     }
   } catch (const PeerFailure &) {
     return false;
@@ -781,7 +785,7 @@ int Driver::run() {
     for (const std::string &cmd : in_.before) {
       if (replayed_after_restart(cmd)) command(cmd);
     }
-    add_killer_fix(lmp_);
+    add_killer_fix();
     target_ = in_.run_steps;
     if (rank_ == 0) {
       std::printf("REFERENCE from step %ld (RESUMED at %.6f)\n", step(), wall_clock());
