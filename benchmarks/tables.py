@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Prints the Markdown tables of docs/benchmarks.md from store_bench JSON lines.
+"""Prints Markdown tables (as in docs/benchmarks.md) from store_bench JSON lines.
 
-    benchmarks/tables.py docs/store_bench-YYYY-MM-DD.jsonl
+    benchmarks/tables.py benchmarks/results/store_bench-YYYY-MM-DD.jsonl
 """
 import json
 import sys

@@ -103,7 +103,7 @@ if prefix=$(find_existing); then
   else
     log "found an MPI with ULFM at $prefix"
     [ -f "$prefix/.rmastore-build-id" ] ||
-      log "note: it lacks the patches in scripts/openmpi-patches (docs/operations.md says what they fix)"
+      log "note: it lacks the patches in scripts/openmpi-patches (scripts/openmpi-patches/README.md says what they fix)"
     write_env "$prefix"
     [ -f "$prefix/.rmastore-smoke-ok" ] || { smoke_test "$prefix"; touch "$prefix/.rmastore-smoke-ok" 2>/dev/null || true; }
     exit 0

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Samples a running MPI job without stopping it, for the stalls across hosts (docs/operations.md).
+"""Samples a running MPI job without stopping it, for the stalls across hosts (docs/log/2026-11-26-multihost-stalls.md).
 
   chrt -f 50 scripts/stall_probe.py <comm prefix> <log> [period s, default 0.01]
                                     [stacks after s] [stacks file]

@@ -21,7 +21,7 @@ namespace {
 // window, because requests and puts come in bursts, then sleeps: first briefly, then ever longer
 // up to max_sleep. The window is short because a polling helper that the scheduler preempts is
 // runnable, not sleeping: a doorbell cannot wake it and it waits for a time slice (milliseconds).
-// Values chosen with store_bench (docs/benchmarks.md).
+// Values chosen with store_bench (docs/log/benchmarks-history.md).
 constexpr std::int64_t kHotWindowNs = 200'000;
 constexpr std::int64_t kFirstSleepNs = 5'000;
 // How often the helper asks MPI for the failed processes (its receive does not always report
