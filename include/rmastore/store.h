@@ -51,6 +51,48 @@ extern "C" {
 #define STORE_API_VERSION_MAJOR 0
 #define STORE_API_VERSION_MINOR 2
 
+/*
+ * Link names. Every call below is exported as rmastore_<its name> (rmastore_store_put, ...):
+ * checkpoint code often has a store_put or store_init of its own, and a program that defines one
+ * in code that does not include this header still links and calls the right function on each
+ * side. Code that includes this header writes the names below and reaches the prefixed
+ * symbols; code without the header (dlsym, Fortran's bind(C)) names the prefixed symbols.
+ * GCC, Clang and the compilers built on them take an asm label (as glibc's __REDIRECT does);
+ * other compilers get a macro of the same effect.
+ */
+#if defined(__GNUC__) || defined(__clang__)
+#define RMASTORE_NAME_STR_(x) #x
+#define RMASTORE_NAME_STR(x) RMASTORE_NAME_STR_(x)
+#define RMASTORE_NAME(name) __asm__(RMASTORE_NAME_STR(__USER_LABEL_PREFIX__) "rmastore_" #name)
+#else
+#define RMASTORE_NAME(name)
+#define store_config_init rmastore_store_config_init
+#define store_strerror rmastore_store_strerror
+#define store_init_version rmastore_store_init_version
+#define store_put rmastore_store_put
+#define store_get rmastore_store_get
+#define store_delete rmastore_store_delete
+#define store_put_many rmastore_store_put_many
+#define store_get_many rmastore_store_get_many
+#define store_list rmastore_store_list
+#define store_put_nb rmastore_store_put_nb
+#define store_test rmastore_store_test
+#define store_wait rmastore_store_wait
+#define store_finalize rmastore_store_finalize
+#define store_recover rmastore_store_recover
+#define store_get_mode rmastore_store_get_mode
+#define store_back_to_normal rmastore_store_back_to_normal
+#define store_tx_begin rmastore_store_tx_begin
+#define store_tx_commit rmastore_store_tx_commit
+#define store_tx_abort rmastore_store_tx_abort
+#define store_recovery_init rmastore_store_recovery_init
+#define store_last_recovery rmastore_store_last_recovery
+#define store_info_init rmastore_store_info_init
+#define store_get_info rmastore_store_get_info
+#define store_key_holders rmastore_store_key_holders
+#define store_key_keepers rmastore_store_key_keepers
+#endif
+
 /** Opaque handle to a store. NULL is never a valid store. */
 typedef struct store_handle *store_t;
 
@@ -184,10 +226,10 @@ typedef struct store_config {
 } store_config_t;
 
 /** Fills *config with defaults. Local. Returns STORE_ERR_ARG if config is NULL. */
-store_status_t store_config_init(store_config_t *config);
+store_status_t store_config_init(store_config_t *config) RMASTORE_NAME(store_config_init);
 
 /** A static message for every status, never NULL. Unknown values give "unknown status". Local. */
-const char *store_strerror(store_status_t status);
+const char *store_strerror(store_status_t status) RMASTORE_NAME(store_strerror);
 
 /**
  * Creates a store over `comm`. Collective over comm.
@@ -208,7 +250,7 @@ const char *store_strerror(store_status_t status);
  * left alone; it must return for the process to survive a host failure.
  */
 store_status_t store_init_version(MPI_Comm comm, const store_config_t *config, store_t *store, int api_major,
-                                  int api_minor);
+                                  int api_minor) RMASTORE_NAME(store_init_version);
 
 /** store_init_version with the version of the header the caller compiles against. */
 static inline store_status_t store_init(MPI_Comm comm, const store_config_t *config, store_t *store) {
@@ -233,7 +275,7 @@ static inline store_status_t store_init(MPI_Comm comm, const store_config_t *con
  * started store_recover, or after retrying for 30 s without this process learning of a new
  * failure.
  */
-store_status_t store_put(store_t store, store_key_t key, const void *buf, size_t len);
+store_status_t store_put(store_t store, store_key_t key, const void *buf, size_t len) RMASTORE_NAME(store_put);
 
 /**
  * Copies the latest complete value of `key` into buf. Local.
@@ -247,7 +289,8 @@ store_status_t store_put(store_t store, store_key_t key, const void *buf, size_t
  * either the old or the new value. Localized variant: reads a surviving copy when a holder
  * failed; returns STORE_ERR_PROC_FAILED only as store_put does.
  */
-store_status_t store_get(store_t store, store_key_t key, void *buf, size_t capacity, size_t *len);
+store_status_t store_get(store_t store, store_key_t key, void *buf, size_t capacity, size_t *len)
+    RMASTORE_NAME(store_get);
 
 /**
  * Deletes `key`: removes every copy, in every process's memory. Local.
@@ -268,7 +311,7 @@ store_status_t store_get(store_t store, store_key_t key, void *buf, size_t capac
  * either deleted or with its old value. A delete that returned STORE_OK is never undone by a
  * recovery or repair: no stale copy brings the key back.
  */
-store_status_t store_delete(store_t store, store_key_t key);
+store_status_t store_delete(store_t store, store_key_t key) RMASTORE_NAME(store_delete);
 
 /**
  * Puts `count` values at once: keys[i] gets lens[i] bytes from bufs[i]. Local.
@@ -285,7 +328,7 @@ store_status_t store_delete(store_t store, store_key_t key);
  * that returned that error.
  */
 store_status_t store_put_many(store_t store, size_t count, const store_key_t *keys, const void *const *bufs,
-                              const size_t *lens);
+                              const size_t *lens) RMASTORE_NAME(store_put_many);
 
 /**
  * Gets `count` values at once. Local. For each i, the same as
@@ -299,7 +342,8 @@ store_status_t store_put_many(store_t store, size_t count, const store_key_t *ke
  * lens and the buffers unspecified.
  */
 store_status_t store_get_many(store_t store, size_t count, const store_key_t *keys, void *const *bufs,
-                              const size_t *capacities, size_t *lens, store_status_t *statuses);
+                              const size_t *capacities, size_t *lens, store_status_t *statuses)
+    RMASTORE_NAME(store_get_many);
 
 /**
  * Lists keys the store holds in [first, last], smallest first. Local.
@@ -317,7 +361,7 @@ store_status_t store_get_many(store_t store, size_t count, const store_key_t *ke
  * STORE_ERR_ARG if keys, count or more is NULL, capacity is 0, or first > last.
  */
 store_status_t store_list(store_t store, store_key_t first, store_key_t last, store_key_t *keys, size_t capacity,
-                          size_t *count, int *more);
+                          size_t *count, int *more) RMASTORE_NAME(store_list);
 
 /** A nonblocking put in progress (store_put_nb). */
 typedef struct store_request *store_request_t;
@@ -336,20 +380,21 @@ typedef struct store_request *store_request_t;
  * STORE_ERR_MPI_STATE at once; a put still queued when the store is finalized runs first, one
  * queued when MPI_Finalize stops the store completes with STORE_ERR_MPI_STATE.
  */
-store_status_t store_put_nb(store_t store, store_key_t key, const void *buf, size_t len, store_request_t *request);
+store_status_t store_put_nb(store_t store, store_key_t key, const void *buf, size_t len, store_request_t *request)
+    RMASTORE_NAME(store_put_nb);
 
 /**
  * Whether the put of *request is complete. Local, never waits. If it is not, sets *done to 0 and
  * returns STORE_OK. If it is, sets *done to 1, frees the request, sets *request to NULL and
  * returns the put's status (what store_put would have returned).
  */
-store_status_t store_test(store_request_t *request, int *done);
+store_status_t store_test(store_request_t *request, int *done) RMASTORE_NAME(store_test);
 
 /**
  * Waits until the put of *request is complete, frees the request, sets *request to NULL and
  * returns the put's status. Local; it waits as long as store_put would (bounded under failures).
  */
-store_status_t store_wait(store_request_t *request);
+store_status_t store_wait(store_request_t *request) RMASTORE_NAME(store_wait);
 
 /**
  * Frees the store and everything it holds. Collective over the store's communicator (its
@@ -378,7 +423,7 @@ store_status_t store_wait(store_request_t *request);
  * process): it warns that osc/rdma is untested after failures, and its help-message delivery
  * never frees two PMIx arrays (docs/api.md).
  */
-store_status_t store_finalize(store_t *store);
+store_status_t store_finalize(store_t *store) RMASTORE_NAME(store_finalize);
 
 /**
  * Rebuilds the store on the surviving processes after a failure. Collective over the survivors
@@ -422,7 +467,7 @@ store_status_t store_finalize(store_t *store);
  * is left inside a put), then the steps above run, which also finish every background repair.
  * The store stays in normal mode.
  */
-store_status_t store_recover(store_t store, MPI_Comm *new_comm);
+store_status_t store_recover(store_t store, MPI_Comm *new_comm) RMASTORE_NAME(store_recover);
 
 /**
  * Modes of a store. The paper this design follows keeps the application's own recovery
@@ -438,14 +483,14 @@ store_status_t store_recover(store_t store, MPI_Comm *new_comm);
 typedef enum store_mode { STORE_MODE_NORMAL = 0, STORE_MODE_TRANSACTION = 1 } store_mode_t;
 
 /** The store's mode on this process. Local. */
-store_status_t store_get_mode(store_t store, store_mode_t *mode);
+store_status_t store_get_mode(store_t store, store_mode_t *mode) RMASTORE_NAME(store_get_mode);
 
 /** Leaves transaction mode. Global variant: collective over the store's communicator; if any
  *  process has a transaction open, every process returns STORE_ERR_TX_STATE and nothing
  *  changes; STORE_ERR_PROC_FAILED if the collective meets a failure (possibly on some processes
  *  only). Localized variant: local; STORE_ERR_TX_STATE only if this process has a transaction
  *  open. */
-store_status_t store_back_to_normal(store_t store);
+store_status_t store_back_to_normal(store_t store) RMASTORE_NAME(store_back_to_normal);
 
 /**
  * Transactions: all or nothing, across process failures. Local (no matching calls elsewhere);
@@ -472,9 +517,9 @@ store_status_t store_back_to_normal(store_t store);
  * Concurrent readers of the transaction's keys on other processes may see some new values
  * before the commit returns: the guarantee is atomicity across failures, not isolation.
  */
-store_status_t store_tx_begin(store_t store);
-store_status_t store_tx_commit(store_t store);
-store_status_t store_tx_abort(store_t store);
+store_status_t store_tx_begin(store_t store) RMASTORE_NAME(store_tx_begin);
+store_status_t store_tx_commit(store_t store) RMASTORE_NAME(store_tx_commit);
+store_status_t store_tx_abort(store_t store) RMASTORE_NAME(store_tx_abort);
 
 /** What the last store_recover that returned STORE_OK did (an attempt that returned anything
  *  else changes nothing here). Fill with store_recovery_init before store_last_recovery. */
@@ -510,7 +555,7 @@ typedef struct store_recovery {
 } store_recovery_t;
 
 /** Fills *report with its struct_size. Local. */
-store_status_t store_recovery_init(store_recovery_t *report);
+store_status_t store_recovery_init(store_recovery_t *report) RMASTORE_NAME(store_recovery_init);
 
 /** Describes the last successful store_recover on this process. Local.
  *  Localized variant: what store_recover did if it was called, else zeros; lost_count and
@@ -520,7 +565,7 @@ store_status_t store_recovery_init(store_recovery_t *report);
  *  process's list, and a repair's notice that arrives after this process's put may list the key
  *  again). The list may differ between processes, but it holds every key for which a store_get
  *  or store_get_many on this process returned STORE_ERR_DATA_LOST. */
-store_status_t store_last_recovery(store_t store, store_recovery_t *report);
+store_status_t store_last_recovery(store_t store, store_recovery_t *report) RMASTORE_NAME(store_last_recovery);
 
 /** Runtime information about a store. Fill with store_info_init before store_get_info. */
 typedef struct store_info {
@@ -552,13 +597,13 @@ typedef struct store_info {
 } store_info_t;
 
 /** Fills *info with its struct_size. Local. */
-store_status_t store_info_init(store_info_t *info);
+store_status_t store_info_init(store_info_t *info) RMASTORE_NAME(store_info_init);
 
 /** Fills *info for this process. Local. It does not delay the helper thread, so calling it often
  *  does not slow down other processes' requests. local_copies and local_bytes are counted while
  *  puts may land: they are exact when no put or move of a copy held here is under way, and may
  *  be off by the copies in flight otherwise. */
-store_status_t store_get_info(store_t store, store_info_t *info);
+store_status_t store_get_info(store_t store, store_info_t *info) RMASTORE_NAME(store_get_info);
 
 #ifdef __cplusplus
 }

@@ -50,7 +50,8 @@ extern "C" {
  * and ranks[0..capacity) receives the first of them (capacity 0 with ranks NULL queries the
  * number). STORE_ERR_HANDLE and STORE_ERR_MPI_STATE as for every call.
  */
-store_status_t store_key_holders(store_t store, store_key_t key, int *ranks, int capacity, int *count);
+store_status_t store_key_holders(store_t store, store_key_t key, int *ranks, int capacity, int *count)
+    RMASTORE_NAME(store_key_holders);
 
 /**
  * The processes that keep something of `key`: its holders, then its witnesses (the processes
@@ -58,7 +59,8 @@ store_status_t store_key_holders(store_t store, store_key_t key, int *ranks, int
  * processes. Local, like store_key_holders, with the same statuses and the same view of
  * failures; the first entries are those store_key_holders returns.
  */
-store_status_t store_key_keepers(store_t store, store_key_t key, int *ranks, int capacity, int *count);
+store_status_t store_key_keepers(store_t store, store_key_t key, int *ranks, int capacity, int *count)
+    RMASTORE_NAME(store_key_keepers);
 
 #ifdef __cplusplus
 }
