@@ -1,7 +1,7 @@
-// checksum_bench: the slot checksum (src/slot.cpp) against xxHash (libxxhash, Debian 0.8.1), one
+// checksum_bench: the slot checksum (src/common/slot.cpp) against xxHash (libxxhash, Debian 0.8.1), one
 // process, no MPI. Issue 11: use xxHash if it is at least as fast on the put path.
 //
-// What a put hashes (src/store.cpp, Store::write_copies): a value of up to kInPlaceLimit (16 KiB)
+// What a put hashes (src/store/store.cpp, Store::write_copies): a value of up to kInPlaceLimit (16 KiB)
 // goes out in place, with slot_checksum over the writer's part of the header (48 bytes) and the
 // value; a larger value is double-buffered and only its two headers are hashed (two
 // header_checksum calls), never the value. A get hashes the same, with one header for large values.
@@ -11,7 +11,7 @@
 //   slot - slot_checksum over header and value at any length: the raw speed over the value,
 //          also at sizes the store does not hash.
 // Variants, each the pair (header checksum, slot checksum):
-//   store               - what src/slot.cpp has now, called from rmastore_internal;
+//   store               - what src/common/slot.cpp has now, called from rmastore_internal;
 //   handwritten(_o3)    - the hand-written XXH64-style checksum slot.cpp had before issue 11,
 //                         copied into checksum_bench_impl.cpp, compiled at the build's flags (-O2
 //                         in RelWithDebInfo) and at -O3;
@@ -60,7 +60,7 @@
 
 #include "bench_util.hpp"
 #include "checksum_bench.hpp"
-#include "slot.hpp"
+#include "common/slot.hpp"
 
 using rmastore::internal::kHeaderBytes;
 using rmastore::internal::kWriterBytes;

@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-#include "slot.hpp"
+#include "common/slot.hpp"
 
 #ifndef CHECKSUM_BENCH_NS
 #define CHECKSUM_BENCH_NS o2

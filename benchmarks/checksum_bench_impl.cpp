@@ -1,4 +1,4 @@
-// checksum_bench: the functions compiled from source, as src/slot.cpp would have them. Compiled
+// checksum_bench: the functions compiled from source, as src/common/slot.cpp would have them. Compiled
 // twice: here with the build's flags (RelWithDebInfo: -O2), and as checksum_bench_impl_o3.cpp with
 // -O3 (xxHash 0.8.1's SSE2 code is much slower at -O2 with GCC 12). A translation unit of its own:
 // the inlined xxHash (XXH_INLINE_ALL) must not meet the library's declarations in
@@ -15,7 +15,7 @@
 namespace checksum_bench::CHECKSUM_BENCH_NS {
 namespace {
 
-// The hand-written checksum of src/slot.cpp before issue 11, verbatim, so that it stays
+// The hand-written checksum of src/common/slot.cpp before issue 11, verbatim, so that it stays
 // measurable whatever slot.cpp uses.
 constexpr std::uint64_t kP1 = 0x9E3779B185EBCA87ULL;
 constexpr std::uint64_t kP2 = 0xC2B2AE3D27D4EB4FULL;

@@ -1,5 +1,5 @@
 // placement_bench: what placement costs per key at large process counts, one process, no MPI.
-// A new key's cache entry asks placement for its holders once (src/key_cache.cpp); issue 12's
+// A new key's cache entry asks placement for its holders once (src/client/key_cache.cpp); issue 12's
 // plan asks it for the first r + w of the key's ranking (holders, then witnesses). Both scan
 // every live process, so they grow with p; this times them, with 64 processes per node, and
 // counts, from the code of each scheme rather than from a run, the messages a key's first put
@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "bench_util.hpp"
-#include "placement.hpp"
+#include "common/placement.hpp"
 
 using rmastore::bench::parse_int;
 using rmastore::internal::Placement;

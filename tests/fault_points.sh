@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# The fault points src/fault.cpp accepts (kPoints) must be exactly those the sources contain:
+# The fault points src/common/fault.cpp accepts (kPoints) must be exactly those the sources
+# contain:
 # a spec naming any other point is refused, and a point missing from the list could not be used.
 #   fault_points.sh <source dir>
 set -u
 src=$1/src
-used=$(grep -hoE 'RMASTORE_FAULT_(POINT|ARMED|TIMER)\("[^"]*"\)' "$src"/*.cpp | sed 's/.*("\(.*\)")/\1/' | sort -u)
-known=$(sed -n '/kPoints\[\] = {/,/};/p' "$src/fault.cpp" | grep -o '"[^"]*"' | tr -d '"' | sort -u)
+used=$(grep -rhoE --include='*.cpp' 'RMASTORE_FAULT_(POINT|ARMED|TIMER)\("[^"]*"\)' "$src" | sed 's/.*("\(.*\)")/\1/' | sort -u)
+known=$(sed -n '/kPoints\[\] = {/,/};/p' "$src/common/fault.cpp" | grep -o '"[^"]*"' | tr -d '"' | sort -u)
 if [ -z "$used" ] || [ "$used" != "$known" ]; then
-  echo "fault points in the sources and in src/fault.cpp's kPoints differ:"
+  echo "fault points in the sources and in src/common/fault.cpp's kPoints differ:"
   diff <(echo "$used") <(echo "$known")
   exit 1
 fi

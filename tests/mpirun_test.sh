@@ -33,7 +33,7 @@ fi
 # Deaths the scenario configured must have happened where it said: each spec of RMASTORE_FAULT
 # (and each line a test wrote to faults-expected: specs it chose itself, own-hand@<rank> for a
 # rank that kills itself, stopped@<rank> for one that stops itself) needs the marker its victim
-# left right before dying or stopping (src/fault.cpp, tests/test_util.cpp). Without this, a
+# left right before dying or stopping (src/common/fault.cpp, tests/test_util.cpp). Without this, a
 # victim whose fault point was never reached would die later anyway and the scenario would pass.
 unfired=()
 specs=$(printf '%s\n' "${RMASTORE_FAULT:-}" | tr ',' '\n'; cat "$dir/faults-expected" 2>/dev/null)

@@ -1,4 +1,4 @@
-/* Open MPI 5.0.7 behaviour that rmastore works around (src/runtime.hpp, Runtime::retire).
+/* Open MPI 5.0.7 behaviour that rmastore works around (src/transport/runtime.hpp, Runtime::retire).
  *
  * A process that ULFM's heartbeat detector declared failed may be alive: here the last of 3
  * processes stops (SIGSTOP) for 6 s against a 2 s detector timeout. The two others notice,

@@ -31,7 +31,7 @@ static double time_scale(void) {
 }
 
 /* Across hosts, btl/tcp's write to the socket of a peer that died raises SIGPIPE, whose default
- * action ends the writer: a survivor (store_init ignores SIGPIPE for this, src/store.cpp). The
+ * action ends the writer: a survivor (store_init ignores SIGPIPE for this, src/store/store.cpp). The
  * reproducers call survive_sigpipe() before MPI_Init and count it instead; verdict() says how
  * many came, so that such a death is not taken for the behaviour a reproducer tests. */
 static volatile sig_atomic_t verdict_sigpipes;

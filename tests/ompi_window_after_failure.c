@@ -1,4 +1,4 @@
-/* Open MPI 5.0.7 behaviour that rmastore works around (src/recovery.cpp, Store::rebuild_runtime).
+/* Open MPI 5.0.7 behaviour that rmastore works around (src/store/recovery.cpp, Store::rebuild_runtime).
  *
  * 3 processes share a dynamic window; the last one dies; the two survivors shrink, free the
  * old window, and create a new dynamic window on the shrunk communicator. The whole job then

@@ -6,7 +6,7 @@
 #include <atomic>
 
 #include "ping_count.hpp"
-#include "protocol.hpp"
+#include "common/protocol.hpp"
 
 namespace {
 std::atomic<std::uint64_t> g_pings{0};

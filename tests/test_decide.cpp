@@ -1,4 +1,4 @@
-// The recovery and repair decisions (src/decide.hpp), without MPI: named cases, then every state
+// The recovery and repair decisions (src/common/decide.hpp), without MPI: named cases, then every state
 // of two holders and one other reporter checked against the rules written out plainly.
 #include <gtest/gtest.h>
 
@@ -6,7 +6,7 @@
 #include <cstring>
 #include <vector>
 
-#include "decide.hpp"
+#include "common/decide.hpp"
 
 using namespace rmastore::internal;
 

@@ -1,6 +1,6 @@
 #include <gtest/gtest.h>
 
-#include "failure.hpp"
+#include "transport/failure.hpp"
 
 using rmastore::internal::FailureState;
 

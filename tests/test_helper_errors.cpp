@@ -12,10 +12,10 @@
 #include <stdexcept>
 #include <thread>
 
-#include "doorbell.hpp"
-#include "failure.hpp"
-#include "helper.hpp"
-#include "protocol.hpp"
+#include "transport/doorbell.hpp"
+#include "transport/failure.hpp"
+#include "transport/helper.hpp"
+#include "common/protocol.hpp"
 #include "test_util.hpp"
 
 using namespace rmastore::internal;

@@ -21,8 +21,8 @@
 #include <thread>
 #include <vector>
 
-#include "capi_internal.hpp"
-#include "placement.hpp"
+#include "capi/capi_internal.hpp"
+#include "common/placement.hpp"
 #include "rmastore/store_hooks.h"
 #include "test_util.hpp"
 

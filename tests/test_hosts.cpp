@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "capi_internal.hpp"
+#include "capi/capi_internal.hpp"
 #include "test_util.hpp"
 
 using namespace rmastore::test;

@@ -10,7 +10,7 @@
 #include <random>
 #include <vector>
 
-#include "capi_internal.hpp"
+#include "capi/capi_internal.hpp"
 #include "test_util.hpp"
 
 using namespace rmastore::test;

@@ -5,8 +5,8 @@
 // held it for good (the repair thread could start before store_recover moved the epoch). The
 // race window was a few instructions wide, so this test moves the epoch by hand between taking
 // and releasing, on one process, with the real LockClient and SlotTable.
-#include "core.hpp"
-#include "locks.hpp"
+#include "client/core.hpp"
+#include "variants/localized/locks.hpp"
 #include "test_util.hpp"
 
 using namespace rmastore::internal;

@@ -1,4 +1,4 @@
-// What the store keeps about a key lives with O(replicas) processes (src/witnesses.hpp): a first
+// What the store keeps about a key lives with O(replicas) processes (src/holder/witnesses.hpp): a first
 // put messages its holders and witnesses only, whatever the number of processes; its records
 // are at exactly its witnesses; and a process that is neither holder nor witness of a key keeps
 // nothing of it.
@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <vector>
 
-#include "capi_internal.hpp"
+#include "capi/capi_internal.hpp"
 #include "test_util.hpp"
 
 using namespace rmastore::test;

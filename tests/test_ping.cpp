@@ -2,7 +2,7 @@
 // because its ping to that holder fails, and for no other reason.
 //
 // The registration sets RMASTORE_FAULT_OFF=notify: the helper thread then ignores the failures
-// MPI reports to it (src/fault.hpp), so the store can learn of a failure only from a ping.
+// MPI reports to it (src/common/fault.hpp), so the store can learn of a failure only from a ping.
 // Without the ping, the put's RMA to the dead holder would never complete (a flush to a dead
 // process hangs); a watchdog turns that into a failure.
 //
@@ -22,7 +22,7 @@
 #include <thread>
 #include <vector>
 
-#include "capi_internal.hpp"
+#include "capi/capi_internal.hpp"
 #include "ping_count.hpp"
 #include "test_util.hpp"
 

@@ -5,7 +5,7 @@
 #include <set>
 #include <vector>
 
-#include "placement.hpp"
+#include "common/placement.hpp"
 
 using rmastore::internal::Placement;
 

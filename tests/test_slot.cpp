@@ -6,7 +6,7 @@
 #include <set>
 #include <vector>
 
-#include "slot.hpp"
+#include "common/slot.hpp"
 
 using namespace rmastore::internal;
 

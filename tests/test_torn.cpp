@@ -6,7 +6,7 @@
 
 #include <chrono>
 
-#include "capi_internal.hpp"
+#include "capi/capi_internal.hpp"
 #include "test_util.hpp"
 
 using namespace rmastore::test;

@@ -28,7 +28,7 @@
 #include <thread>
 #include <vector>
 
-#include "capi_internal.hpp"
+#include "capi/capi_internal.hpp"
 #include "test_util.hpp"
 
 using namespace rmastore::test;

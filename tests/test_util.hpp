@@ -19,7 +19,7 @@ namespace rmastore::test {
 // there only so that a hang or a stall fails instead of running forever; none measures speed.
 // They were chosen on an idle 2-core machine. RMASTORE_TEST_TIME_SCALE=<factor> (default 1,
 // e.g. 3 on a loaded machine or under sanitizers) multiplies all of them, the delays of
-// RMASTORE_DELAY (src/fault.cpp), tests/mpirun_test.sh's limit and CTest's timeouts
+// RMASTORE_DELAY (src/common/fault.cpp), tests/mpirun_test.sh's limit and CTest's timeouts
 // (cmake/RmastoreTesting.cmake): one setting, read when the tests run.
 double time_scale();
 // `ms` milliseconds times time_scale().
@@ -30,7 +30,7 @@ void write_verdict(bool pass);
 
 // A victim's death by its own hand: leaves killed.<world rank> (holding `why`) in the verdict
 // directory, then raises SIGKILL. The runner checks this marker for every own-hand@<rank> that
-// expect_deaths() declared, as it checks fault-fired markers of fault points (src/fault.hpp).
+// expect_deaths() declared, as it checks fault-fired markers of fault points (src/common/fault.hpp).
 [[noreturn]] void die_by_own_hand(const char *why);
 // A process that MPI may declare failed while it is alive: leaves stopped.<world rank> (holding
 // `why`) in the verdict directory, then stops every thread of this process (SIGSTOP) for `how_long`;

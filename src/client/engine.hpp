@@ -1,0 +1,109 @@
+// The read/write engine both recovery variants share: asking holders and waiting for their
+// replies, writing a value to its copies, and reading one copy. It decides nothing about which
+// copies an operation uses; the variants do (global.hpp, localized.hpp).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "client/agent.hpp"
+#include "common/config.hpp"
+#include "client/key_cache.hpp"
+#include "transport/membership.hpp"
+#include "transport/runtime.hpp"
+#include "holder/slot_table.hpp"
+#include "holder/witnesses.hpp"
+
+namespace rmastore::internal {
+
+class Engine {
+public:
+  // `id`: this process's stable id.
+  Engine(const Config &config, int id, Runtime &rt, const Membership &membership, SlotTable &table, KeyCache &cache,
+         Witnesses &witnesses)
+      : config_(config), id_(id), rt_(rt), membership_(membership), table_(table), cache_(cache),
+        witnesses_(witnesses) {}
+
+  // Sends each message to its holder's helper (served inline for this process when possible)
+  // and waits for all replies, which it returns in order. Replies to earlier requests of the
+  // agent, which it stopped waiting for, are skipped.
+  struct Ask {
+    SlotId id;
+    int holder; // current rank
+    CtrlMsg msg;
+  };
+  std::vector<CtrlMsg> ask_all(Agent &a, const std::vector<Ask> &asks);
+  // ask_all of one message to each listed holder, installing grants and lookups into the cache.
+  std::vector<CtrlMsg> request(Agent &a, const SlotId &id, const std::vector<int> &holders, const CtrlMsg &msg);
+
+  // What a write does when a holder fails under it.
+  enum class OnFailure {
+    kThrow, // STORE_ERR_PROC_FAILED
+    kSkip,  // the copy is left out; STORE_ERR_PROC_FAILED only when no copy is left
+  };
+  // Writes header `h` (with version, length, flags, epoch and writer filled in) and the value to
+  // every copy in `copies`. Returns the copies written, each with the half its value is in now.
+  std::vector<Copy> write_copies(Agent &a, const std::vector<Copy> &copies, SlotHeader h, const void *buf,
+                                 OnFailure on_failure);
+  // write_copies of many slots, overlapped: the puts of every in-place value go out before any
+  // is waited for (double-buffered values follow one at a time). On return each job's copies
+  // are those written. kSkip drops the copies on failed holders from every job, and throws only
+  // if some job has none left.
+  struct WriteJob {
+    std::vector<Copy> copies;
+    SlotHeader header;
+    const void *buf;
+  };
+  void write_many(Agent &a, std::vector<WriteJob> &jobs, OnFailure on_failure);
+  // A header for a value this process writes now.
+  SlotHeader header(std::uint64_t key, std::uint64_t version, std::size_t length, std::uint64_t flags) const;
+
+  ReadResult read_remote(Agent &a, const SlotId &id, const Copy &copy, void *buf, std::size_t capacity,
+                         std::size_t *len);
+  // Reads the copy at `holder` (our own from memory; another's address looked up unless cached).
+  ReadResult read_copy(Agent &a, const SlotId &id, int holder, void *buf, std::size_t capacity, std::size_t *len);
+  // read_copy of many slots, overlapped: every missing lookup in one round, then every first
+  // fetch (header, and the value when it fits) before any is waited for.
+  struct ReadJob {
+    SlotId id;
+    int holder;
+    void *buf;
+    std::size_t capacity;
+    std::size_t len = 0;
+    ReadResult result = ReadResult::kRetry;
+  };
+  void read_many(Agent &a, std::vector<ReadJob> &jobs);
+  // store_list: the keys in [first, last] that processes `ranks` keep (a value, a lost marker, a
+  // record), merged: ascending, distinct, at most `limit`. `more`: some may have more.
+  std::vector<std::uint64_t> list(Agent &a, std::uint64_t first, std::uint64_t last, std::size_t limit,
+                                  const std::vector<int> &ranks, bool *more);
+  // What this process answers to kList.
+  std::vector<std::uint64_t> local_keys(std::uint64_t first, std::uint64_t last, std::size_t limit) const;
+  // `type` (kWitness, kUnwitness or kWitnessQuery) about each key to each of its processes
+  // (current ranks, this one included); returns whether any reply had kReplyLive.
+  struct WitnessAsk {
+    std::uint64_t key;
+    std::vector<int> ranks;
+  };
+  bool tell_witnesses(Agent &a, MsgType type, const std::vector<WitnessAsk> &asks);
+
+private:
+  // STORE_DETECTOR_PING: a message to each remote holder first, which fails if it is dead.
+  void ping(const std::vector<Copy> &copies);
+  // A remote read in two steps: the first fetch (the header, and as much of an in-place value as
+  // the last read suggests and `capacity` allows) issued into `rs`; then, once it completed, the
+  // checks and whatever else the copy needs. Returns the bytes of value the first fetch asks for.
+  std::size_t start_read(RequestSet &rs, const Copy &copy, SlotHeader *h, void *buf, std::size_t capacity);
+  ReadResult finish_read(Agent &a, const SlotId &id, const Copy &copy, const SlotHeader &h, std::size_t fetched,
+                         void *buf, std::size_t capacity, std::size_t *len);
+
+  const Config &config_;
+  const int id_;
+  Runtime &rt_;
+  const Membership &membership_;
+  SlotTable &table_;
+  KeyCache &cache_;
+  Witnesses &witnesses_;
+};
+
+} // namespace rmastore::internal

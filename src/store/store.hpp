@@ -1,0 +1,132 @@
+// The store's façade: what the C API (capi.cpp) calls. It creates the parts of the core
+// (core.hpp) and the recovery variant (variant.hpp), routes the helper thread's messages to
+// them, runs the checks every operation shares, and owns the store's life: creation,
+// store_recover's rebuild (recovery.cpp) and finalization.
+//
+// Roles of a process:
+//   holder - keeps copies in slots of its window memory (slot_table.hpp), and through its
+//            helper thread hands out slot addresses, grants and locks.
+//   client - an agent (agent.hpp: the application thread; in the localized variant also the
+//            repair thread) that writes and reads copies with one-sided RMA (engine.hpp).
+//
+// Processes have a stable id (their rank in the communicator the store was created on), which
+// placement uses, and a current rank in the store's communicator, which changes when
+// store_recover shrinks it (membership.hpp).
+#pragma once
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "common/config.hpp"
+#include "client/core.hpp"
+#include "rmastore/store.h"
+#include "variants/variant.hpp"
+
+namespace rmastore::internal {
+
+class Store final {
+public:
+  // Collective over comm. Throws StoreError with the status every process agreed on.
+  // `local_error` is a failure this process found before the call (the caller's set-up): it
+  // fails creation on every process like an invalid argument does.
+  static std::unique_ptr<Store> create(MPI_Comm comm, const Config &config, store_status_t local_error = STORE_OK);
+  ~Store();
+  Store(const Store &) = delete;
+  Store &operator=(const Store &) = delete;
+
+  void put(std::uint64_t key, const void *buf, std::size_t len);
+  void del(std::uint64_t key);
+  // Keys must be distinct (the C boundary checks).
+  void put_many(const std::vector<PutItem> &items);
+  void get_many(std::vector<GetItem> &items);
+  // store_list: at most `limit` keys in [first, last], ascending; *more if some may follow.
+  std::vector<std::uint64_t> list(std::uint64_t first, std::uint64_t last, std::size_t limit, bool *more);
+  // Returns STORE_OK, STORE_ERR_NOT_FOUND, STORE_ERR_DATA_LOST or STORE_ERR_TRUNCATED (with
+  // *len = needed length).
+  store_status_t get(std::uint64_t key, void *buf, std::size_t capacity, std::size_t *len);
+  // Collective over the survivors. Returns STORE_OK or STORE_ERR_RECOVER_AGAIN.
+  store_status_t recover(MPI_Comm *new_comm);
+  void tx_begin();
+  void tx_commit();
+  void tx_abort();
+  store_mode_t mode() const { return variant_->mode(); }
+  void back_to_normal(); // collective
+  // Collective.
+  void finalize();
+  // Local, with no collective call: stops the helper and repair threads, so that no thread of
+  // the store calls MPI after MPI_Finalize. Called at the start of MPI_Finalize (capi.cpp);
+  // the store is unusable afterwards, and whatever MPI holds for it is freed by MPI_Finalize.
+  void stop_for_mpi_finalize();
+  void info(store_info_t &out) const;
+  void last_recovery(store_recovery_t &out) const;
+
+  // For tests: reads this process's own copy straight from its memory, with no MPI call.
+  bool read_local_copy(std::uint64_t key, SlotHeader &header, std::vector<std::byte> &value) const {
+    return core_->table.read_local_copy(key, header, value);
+  }
+  // For tests: the holder whose copy the last successful get returned (current rank).
+  int last_read_holder() const { return variant_->last_read_holder(); }
+  // For tests: current ranks of the holders of `key`, best first, under the placement of the
+  // current view.
+  std::vector<int> holders(std::uint64_t key) const {
+    return core_->membership.view()->holders_of(SlotId{key, Ns::kValue});
+  }
+  // store_key_holders (store_hooks.h): holders() once placement accounts for the failures this
+  // process knows of.
+  std::vector<int> current_holders(std::uint64_t key) { return variant_->holders(key); }
+  std::shared_ptr<const Placement> placement() const { return core_->membership.view()->placement; }
+  // For tests: the keys recorded here (witnesses.hpp), and the current ranks of a key's
+  // witnesses and of all its keepers (holders, then witnesses).
+  std::vector<std::uint64_t> recorded_keys() const { return core_->witnesses.all(); }
+  std::vector<int> witnesses_of(std::uint64_t key) const { return core_->membership.view()->witnesses_of(key); }
+  std::vector<int> keepers_of(std::uint64_t key) const { return core_->membership.view()->keepers_of(key); }
+  int rank() const { return core_->rt.rank; }
+  int size() const { return core_->rt.size; }
+  int stable_id() const { return core_->id; }
+  bool localized() const { return core_->config.recovery == STORE_RECOVERY_LOCALIZED; }
+
+private:
+  Store(MPI_Comm comm, const Config &config);
+
+  // Between an unfinished store_recover and the next one the helper threads may not run and the
+  // communicators may be new: a request would wait for an answer that never comes. Throws
+  // STORE_ERR_PROC_FAILED then, once another process started store_recover, and when the variant
+  // needs a recovery.
+  void require_healthy() const;
+  // Starts the variant's threads and the helper, which hands its messages to on_message.
+  void start_threads();
+  // Stops them; the collective parts of the runtime are freed by the caller.
+  void stop_threads();
+  void on_message(const CtrlMsg &msg, int source);
+  // store_recover's steps (recovery.cpp). Revokes the store's communicators, shrinks to the
+  // survivors and agrees on them; returns whether every survivor may keep its window: no
+  // process failed since it was made.
+  bool shrink_and_agree(double *seconds, int members);
+  // Retires the old window (unless kept), renumbers, and builds the runtime on the survivors.
+  void rebuild_runtime(double *seconds, bool keep_window);
+
+  std::unique_ptr<Core> core_;
+  std::unique_ptr<Variant> variant_; // declared after core_: destroyed first, as it uses it
+  // The processes of the communicator the store was created on: stable ids are ranks in it.
+  MPI_Group origin_ = MPI_GROUP_NULL;
+  // store_recover found that the survivors disagree on who survived: every call but
+  // store_finalize returns STORE_ERR_MPI, and store_finalize abandons the store.
+  bool broken_ = false;
+  static constexpr const char *kDisagree = "the survivors disagree on which processes survived (MPIX_Comm_shrink "
+                                           "gave them different communicators): the store can only be finalized";
+  bool finalized_ = false;
+  // A store_recover began and has not yet returned STORE_OK: the runtime may be half rebuilt.
+  bool recover_pending_ = false;
+  int recover_attempts_ = 0;          // store_recover calls since the last that returned STORE_OK
+  std::int64_t first_attempt_ns_ = 0; // when the first of them began
+  int members_ = 0;                   // processes after store_init or the last successful recovery
+  bool tx_open_ = false;
+  TxValues tx_values_;
+  store_recovery_t last_recovery_{};
+  std::vector<store_key_t> lost_keys_;
+};
+
+} // namespace rmastore::internal

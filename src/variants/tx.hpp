@@ -1,0 +1,53 @@
+// Transactions: all or nothing across process failures (see include/rmastore/store.h).
+//
+// Commit, for a transaction T of this process:
+//   1. write grants (global) or locks (localized) for every key's value and its pending slot
+//      (namespace kPending), and for the decision record;
+//   2. every value goes to the pending slots of its holders, tagged with T (a deleted key's
+//      tombstone too);
+//   3. the decision record (namespace kTxRecord, named by this process, version T) is written
+//      to its holders. This is the commit point: a record on any survivor means committed;
+//   4. every value goes to its value slots (a deleted key's tombstone; the variant then drops
+//      its records and frees its slots, as store_delete does).
+// What a failure interrupted is decided from what survives (decide.hpp): by store_recover in
+// the global variant, by the repairs in the localized one. Pending values of a committed T that
+// are newer than the key's value are rolled forward, all others discarded.
+//
+// Step 1 is the variant's; steps 2 to 4 are the same in both and live here.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "common/config.hpp"
+#include "variants/variant.hpp"
+
+namespace rmastore::internal {
+
+struct TxItem {
+  std::uint64_t key;
+  const TxOp *op;        // a value, or a delete (a tombstone in both slots)
+  std::uint64_t version; // the value's version once committed
+  std::vector<Copy> value_copies, pending_copies;
+};
+
+// The decision record's contents: the sequence number, then the keys (for diagnosis; recovery
+// needs only the record's version).
+std::vector<std::uint64_t> decision_record(std::uint64_t seq, const TxValues &values);
+
+// The record of process `id` names its slot.
+inline SlotId record_slot(int id) {
+  return SlotId{static_cast<std::uint64_t>(id), Ns::kTxRecord};
+}
+
+// Writes one slot's copies: (copies, key, version, length, flags, value).
+using SlotWriter = std::function<void(const std::vector<Copy> &, std::uint64_t, std::uint64_t, std::size_t,
+                                      std::uint64_t, const void *)>;
+
+// Steps 2 to 4 of a commit with sequence number `seq`, with their fault points.
+void write_commit(std::uint64_t seq, const std::vector<TxItem> &items, const SlotId &record,
+                  const std::vector<Copy> &record_copies, const std::vector<std::uint64_t> &contents,
+                  const SlotWriter &write);
+
+} // namespace rmastore::internal
