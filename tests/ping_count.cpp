@@ -5,8 +5,8 @@
 
 #include <atomic>
 
-#include "ping_count.hpp"
 #include "common/protocol.hpp"
+#include "ping_count.hpp"
 
 namespace {
 std::atomic<std::uint64_t> g_pings{0};

@@ -13,7 +13,7 @@
 #include <thread>
 #include <vector>
 
-#include "capi/capi_internal.hpp"
+#include "capi/test_access.hpp"
 #include "test_util.hpp"
 
 using namespace rmastore::test;

@@ -58,10 +58,10 @@
 #include <thread>
 #include <vector>
 
-#include "capi/capi_internal.hpp"
+#include "capi/test_access.hpp"
+#include "common/ulfm.hpp"
 #include "ping_count.hpp"
 #include "test_util.hpp"
-#include "common/ulfm.hpp"
 
 using namespace rmastore::test;
 using Clock = std::chrono::steady_clock;

@@ -12,11 +12,11 @@
 #include <stdexcept>
 #include <thread>
 
+#include "common/protocol.hpp"
+#include "test_util.hpp"
 #include "transport/doorbell.hpp"
 #include "transport/failure.hpp"
 #include "transport/helper.hpp"
-#include "common/protocol.hpp"
-#include "test_util.hpp"
 
 using namespace rmastore::internal;
 using namespace rmastore::test;

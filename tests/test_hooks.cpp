@@ -21,7 +21,7 @@
 #include <thread>
 #include <vector>
 
-#include "capi/capi_internal.hpp"
+#include "capi/test_access.hpp"
 #include "common/placement.hpp"
 #include "rmastore/store_hooks.h"
 #include "test_util.hpp"

@@ -10,7 +10,7 @@
 #include <random>
 #include <vector>
 
-#include "capi/capi_internal.hpp"
+#include "capi/test_access.hpp"
 #include "test_util.hpp"
 
 using namespace rmastore::test;

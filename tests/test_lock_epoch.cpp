@@ -6,8 +6,8 @@
 // race window was a few instructions wide, so this test moves the epoch by hand between taking
 // and releasing, on one process, with the real LockClient and SlotTable.
 #include "client/core.hpp"
-#include "variants/localized/locks.hpp"
 #include "test_util.hpp"
+#include "variants/localized/locks.hpp"
 
 using namespace rmastore::internal;
 using namespace rmastore::test;

@@ -22,7 +22,7 @@
 #include <thread>
 #include <vector>
 
-#include "capi/capi_internal.hpp"
+#include "capi/test_access.hpp"
 #include "ping_count.hpp"
 #include "test_util.hpp"
 

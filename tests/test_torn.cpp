@@ -6,7 +6,7 @@
 
 #include <chrono>
 
-#include "capi/capi_internal.hpp"
+#include "capi/test_access.hpp"
 #include "test_util.hpp"
 
 using namespace rmastore::test;

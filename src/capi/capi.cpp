@@ -10,7 +10,10 @@
 #include <unordered_set>
 #include <vector>
 
-#include "capi/capi_internal.hpp"
+#include "capi/finalize_hook.hpp"
+#include "capi/handle.hpp"
+#include "capi/put_queue.hpp"
+#include "capi/test_access.hpp"
 #include "common/errors.hpp"
 #include "rmastore/store.h"
 #include "rmastore/store_hooks.h"
@@ -19,199 +22,9 @@
 using rmastore::internal::Store;
 using rmastore::internal::StoreError;
 
+using namespace rmastore::internal::capi;
+
 namespace {
-
-constexpr std::uint64_t kLiveMagic = 0x726d6173746f7265ULL; // "rmastore"
-constexpr std::uint64_t kDeadMagic = 0x6465616473746f72ULL;
-// MPI_Finalize began with the store open: its threads are stopped, every call returns
-// STORE_ERR_MPI_STATE, and store_finalize kills the handle.
-constexpr std::uint64_t kMpiGoneMagic = 0x6d7069676f6e6521ULL;
-
-bool mpi_usable() {
-  int initialized = 0, finalized = 0;
-  MPI_Initialized(&initialized);
-  MPI_Finalized(&finalized);
-  return initialized && !finalized;
-}
-
-// With RMASTORE_VERBOSE set, failures print their detail (the failing MPI call and MPI's own
-// message) to stderr; the status alone cannot carry it.
-void report(const char *what) noexcept {
-  static const bool verbose = std::getenv("RMASTORE_VERBOSE") != nullptr;
-  if (verbose) std::fprintf(stderr, "rmastore: %s\n", what);
-}
-
-// Stores whose store_finalize has not run, so that MPI_Finalize can stop their threads.
-std::mutex live_mutex;
-store_t live_stores = nullptr;            // guarded by live_mutex
-int finalize_keyval = MPI_KEYVAL_INVALID; // guarded by live_mutex
-
-// A few stores at most are open at a time: a singly linked list keeps the handle small.
-void forget_store_locked(store_t s) noexcept {
-  for (store_t *p = &live_stores; *p != nullptr; p = &(*p)->live_next) {
-    if (*p != s) continue;
-    *p = s->live_next;
-    s->live_next = nullptr;
-    return;
-  }
-}
-
-void run_queued_locked(store_t s) noexcept;
-void stop_worker(store_t s) noexcept;
-
-// The store's own teardown (collective). If it does not complete, what it holds is left
-// allocated: freeing more could hang or abort, and MPI_Finalize frees the MPI objects.
-void finalize_impl(store_t s) {
-  try {
-    s->impl->finalize();
-    s->impl.reset();
-  } catch (...) {
-    (void)s->impl.release();
-    throw;
-  }
-}
-
-// MPI_Finalize deletes the attributes of MPI_COMM_SELF first, while MPI is still fully usable:
-// this is the only moment at which stores the application did not finalize (an exit through
-// an error path, a forgotten store_finalize) can be taken down before their threads call MPI
-// after MPI_Finalize, which aborts the job. Each is finalized as store_finalize would, which is
-// collective: MPI_Finalize is collective too, so the other processes come, through their own
-// MPI_Finalize or store_finalize. Stopping the threads at once instead left a peer still inside
-// a call waiting forever for an answer from this process's helper (tests/test_finalize_race.cpp).
-// Newest store first, the order of store_init, which is collective too.
-int on_mpi_finalize(MPI_Comm, int keyval, void *, void *) {
-  try {
-    std::vector<store_t> stores;
-    {
-      std::lock_guard lk(live_mutex);
-      for (store_t s = live_stores; s != nullptr; s = s->live_next) stores.push_back(s);
-      while (live_stores != nullptr) forget_store_locked(live_stores);
-      finalize_keyval = MPI_KEYVAL_INVALID;
-    }
-    for (store_t s : stores) {
-      stop_worker(s);
-      std::lock_guard lk(s->mutex);
-      run_queued_locked(s); // as store_finalize: puts still queued run first
-      if (s->magic != kLiveMagic) continue;
-      s->magic = kMpiGoneMagic;
-      if (!s->impl) continue;
-      try {
-        finalize_impl(s);
-      } catch (...) {
-        // A failure known or met on the way: handled as store_finalize does, with no status to
-        // return.
-      }
-    }
-  } catch (...) {
-    // Nothing can be reported from inside MPI_Finalize; a store left running is what happened
-    // before this hook existed.
-  }
-  int kv = keyval;
-  MPI_Comm_free_keyval(&kv);
-  return MPI_SUCCESS;
-}
-
-// Sets the attribute whose deletion runs on_mpi_finalize, once per MPI initialisation.
-store_status_t install_finalize_hook() noexcept {
-  std::lock_guard lk(live_mutex);
-  if (finalize_keyval != MPI_KEYVAL_INVALID) return STORE_OK;
-  int kv = MPI_KEYVAL_INVALID;
-  if (MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, on_mpi_finalize, &kv, nullptr) != MPI_SUCCESS) return STORE_ERR_MPI;
-  if (MPI_Comm_set_attr(MPI_COMM_SELF, kv, nullptr) != MPI_SUCCESS) {
-    MPI_Comm_free_keyval(&kv);
-    return STORE_ERR_MPI;
-  }
-  finalize_keyval = kv;
-  return STORE_OK;
-}
-
-void remember_store(store_t s) noexcept {
-  std::lock_guard lk(live_mutex);
-  s->live_next = live_stores;
-  live_stores = s;
-}
-
-void forget_store(store_t s) noexcept {
-  std::lock_guard lk(live_mutex);
-  forget_store_locked(s);
-}
-
-template <class F> store_status_t guarded(F &&body) noexcept;
-
-// Runs the puts store_put_nb queued, in order, as batches of distinct keys, and completes their
-// requests. With the handle's mutex held: every other call on the handle runs them first, so that
-// calls take effect in the order they were made.
-void run_queued_locked(store_t s) noexcept {
-  for (;;) {
-    std::vector<store_request *> batch;
-    std::vector<rmastore::internal::PutItem> items;
-    {
-      std::lock_guard q(s->queue_mutex);
-      std::unordered_set<store_key_t> keys;
-      while (!s->queued.empty() && keys.insert(s->queued.front()->key).second) {
-        store_request *r = s->queued.front();
-        s->queued.pop_front();
-        batch.push_back(r);
-        items.push_back(rmastore::internal::PutItem{r->key, r->buf, r->len});
-      }
-    }
-    if (batch.empty()) return;
-    store_status_t st = STORE_ERR_HANDLE;
-    if (s->magic == kMpiGoneMagic || !mpi_usable()) {
-      st = STORE_ERR_MPI_STATE;
-    } else if (s->magic == kLiveMagic && s->impl) {
-      st = guarded([&] {
-        s->impl->put_many(items);
-        return STORE_OK;
-      });
-    }
-    for (store_request *r : batch) {
-      r->status = st;
-      r->done.store(true, std::memory_order_release);
-    }
-  }
-}
-
-void worker_main(store_t s) noexcept {
-  for (;;) {
-    {
-      std::unique_lock q(s->queue_mutex);
-      s->work.wait(q, [&] { return s->worker_stop || !s->queued.empty(); });
-      if (s->worker_stop) return;
-    }
-    std::lock_guard lk(s->mutex);
-    run_queued_locked(s);
-  }
-}
-
-// Stops the worker thread of store_put_nb, without the handle's mutex (the worker takes it).
-// Puts still queued are run by the caller's next run_queued_locked.
-void stop_worker(store_t s) noexcept {
-  {
-    std::lock_guard q(s->queue_mutex);
-    s->worker_stop = true;
-  }
-  s->work.notify_all();
-  if (s->worker.joinable() && s->worker.get_id() != std::this_thread::get_id()) s->worker.join();
-}
-
-template <class F> store_status_t guarded(F &&body) noexcept {
-  try {
-    return body();
-  } catch (const StoreError &e) {
-    report(e.what());
-    return e.status();
-  } catch (const std::bad_alloc &) {
-    report("out of memory");
-    return STORE_ERR_NO_MEMORY;
-  } catch (const std::exception &e) {
-    report(e.what());
-    return STORE_ERR_INTERNAL;
-  } catch (...) {
-    report("unknown exception");
-    return STORE_ERR_INTERNAL;
-  }
-}
 
 // Runs `body` on the live store behind `s`, serialised with other calls on the same handle.
 template <class F> store_status_t with_store(store_t s, F &&body) noexcept {
@@ -431,14 +244,8 @@ store_status_t store_put_nb(store_t store, store_key_t key, const void *buf, siz
     r->key = key;
     r->buf = buf;
     r->len = len;
-    {
-      // What the put finds when it runs (a finalized store, MPI gone) is its status then.
-      std::lock_guard q(store->queue_mutex);
-      if (store->worker_stop) return STORE_ERR_HANDLE;
-      if (!store->worker.joinable()) store->worker = std::thread(worker_main, store);
-      store->queued.push_back(r.get());
-    }
-    store->work.notify_one();
+    const store_status_t queued = queue_put(r.get());
+    if (queued != STORE_OK) return queued;
     *request = r.release();
     return STORE_OK;
   });
