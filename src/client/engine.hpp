@@ -7,12 +7,12 @@
 #include <vector>
 
 #include "client/agent.hpp"
-#include "common/config.hpp"
 #include "client/key_cache.hpp"
-#include "transport/membership.hpp"
-#include "transport/runtime.hpp"
+#include "common/config.hpp"
 #include "holder/slot_table.hpp"
 #include "holder/witnesses.hpp"
+#include "transport/membership.hpp"
+#include "transport/runtime.hpp"
 
 namespace rmastore::internal {
 

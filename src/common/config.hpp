@@ -7,8 +7,8 @@
 
 #include "common/placement.hpp"
 #include "common/protocol.hpp"
-#include "rmastore/store.h"
 #include "common/slot.hpp"
+#include "rmastore/store.h"
 
 namespace rmastore::internal {
 

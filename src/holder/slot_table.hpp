@@ -24,9 +24,9 @@
 
 #include "common/config.hpp"
 #include "common/decide.hpp"
+#include "common/slot.hpp"
 #include "transport/membership.hpp"
 #include "transport/runtime.hpp"
-#include "common/slot.hpp"
 
 namespace rmastore::internal {
 

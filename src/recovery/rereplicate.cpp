@@ -2,8 +2,8 @@
 
 #include <algorithm>
 
-#include "recovery/collectives.hpp"
 #include "common/fault.hpp"
+#include "recovery/collectives.hpp"
 
 namespace rmastore::internal {
 namespace {

@@ -7,9 +7,9 @@
 #include <vector>
 
 #include "common/clock.hpp"
-#include "recovery/collectives.hpp"
 #include "common/errors.hpp"
 #include "common/fault.hpp"
+#include "recovery/collectives.hpp"
 #include "recovery/rereplicate.hpp"
 #include "store/store.hpp"
 

@@ -20,8 +20,8 @@
 #include <memory>
 #include <vector>
 
-#include "common/config.hpp"
 #include "client/core.hpp"
+#include "common/config.hpp"
 #include "rmastore/store.h"
 #include "variants/variant.hpp"
 

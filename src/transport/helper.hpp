@@ -18,9 +18,9 @@
 #include <thread>
 #include <vector>
 
+#include "common/protocol.hpp"
 #include "transport/doorbell.hpp"
 #include "transport/failure.hpp"
-#include "common/protocol.hpp"
 
 namespace rmastore::internal {
 

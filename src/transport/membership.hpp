@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "common/config.hpp"
-#include "transport/failure.hpp"
 #include "common/placement.hpp"
+#include "transport/failure.hpp"
 
 namespace rmastore::internal {
 

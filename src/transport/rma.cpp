@@ -7,10 +7,10 @@
 #include <string>
 
 #include "common/clock.hpp"
-#include "transport/doorbell.hpp"
 #include "common/errors.hpp"
-#include "transport/failure.hpp"
 #include "common/fault.hpp"
+#include "transport/doorbell.hpp"
+#include "transport/failure.hpp"
 #include "transport/helper.hpp"
 
 namespace rmastore::internal {

@@ -9,11 +9,11 @@
 #include <memory>
 #include <vector>
 
+#include "common/slot.hpp"
 #include "transport/doorbell.hpp"
 #include "transport/failure.hpp"
 #include "transport/helper.hpp"
 #include "transport/rma.hpp"
-#include "common/slot.hpp"
 
 namespace rmastore::internal {
 
