@@ -134,6 +134,15 @@ std::vector<CtrlMsg> Engine::request(Agent &a, const SlotId &id, const std::vect
   return out;
 }
 
+void Engine::record(Agent &a, MsgType type, const std::vector<std::uint64_t> &keys, const View &view) {
+  if (keys.empty()) return;
+  std::vector<WitnessAsk> asks;
+  asks.reserve(keys.size());
+  for (std::uint64_t key : keys)
+    asks.push_back(WitnessAsk{key, type == MsgType::kWitness ? view.witnesses_of(key) : view.keepers_of(key)});
+  tell_witnesses(a, type, asks);
+}
+
 bool Engine::tell_witnesses(Agent &a, MsgType type, const std::vector<WitnessAsk> &asks) {
   std::vector<Ask> all;
   CtrlMsg m;

@@ -86,6 +86,9 @@ public:
     std::vector<int> ranks;
   };
   bool tell_witnesses(Agent &a, MsgType type, const std::vector<WitnessAsk> &asks);
+  // Records that the keys exist at their witnesses (kWitness), or drops the records (kUnwitness)
+  // at every keeper, wherever a recovery or a repair may have left them, as `view` places them.
+  void record(Agent &a, MsgType type, const std::vector<std::uint64_t> &keys, const View &view);
 
 private:
   // STORE_DETECTOR_PING: a message to each remote holder first, which fails if it is dead.

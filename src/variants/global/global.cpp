@@ -54,15 +54,7 @@ void GlobalVariant::write(const std::vector<Copy> &copies, std::uint64_t key, st
 }
 
 void GlobalVariant::record(const std::vector<std::uint64_t> &keys, MsgType type) {
-  if (keys.empty()) return;
-  const std::shared_ptr<const View> view = c_.membership.view();
-  std::vector<Engine::WitnessAsk> asks;
-  for (std::uint64_t key : keys) {
-    // Records are dropped wherever a recovery may have left them: at every keeper.
-    asks.push_back(
-        Engine::WitnessAsk{key, type == MsgType::kWitness ? view->witnesses_of(key) : view->keepers_of(key)});
-  }
-  c_.engine.tell_witnesses(c_.app, type, asks);
+  c_.engine.record(c_.app, type, keys, *c_.membership.view());
   if (type != MsgType::kWitness) return;
   for (std::uint64_t key : keys) c_.cache.set_witnessed(SlotId{key, Ns::kValue});
 }

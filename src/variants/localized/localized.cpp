@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <iterator>
+#include <optional>
 #include <set>
 
 #include "common/clock.hpp"
@@ -82,15 +83,7 @@ std::vector<Copy> LocalizedVariant::write(const std::vector<Copy> &copies, std::
 }
 
 void LocalizedVariant::record(const std::vector<std::uint64_t> &keys, MsgType type) {
-  if (keys.empty()) return;
-  const std::shared_ptr<const View> view = c_.membership.view();
-  std::vector<Engine::WitnessAsk> asks;
-  for (std::uint64_t key : keys) {
-    // Records are dropped wherever a repair may have left them: at every keeper.
-    asks.push_back(
-        Engine::WitnessAsk{key, type == MsgType::kWitness ? view->witnesses_of(key) : view->keepers_of(key)});
-  }
-  c_.engine.tell_witnesses(c_.app, type, asks);
+  c_.engine.record(c_.app, type, keys, *c_.membership.view());
 }
 
 store_status_t LocalizedVariant::lost_here(std::uint64_t key) {
@@ -98,21 +91,27 @@ store_status_t LocalizedVariant::lost_here(std::uint64_t key) {
   return STORE_ERR_DATA_LOST;
 }
 
+template <class Requests>
+std::optional<std::vector<Lock>> LocalizedVariant::lock_attempt(Retry &retry, Requests &&requests) {
+  c_.app.flush();
+  c_.membership.follow(*c_.rt.failures);
+  try {
+    return locks_.acquire(c_.app, requests(), nullptr);
+  } catch (const StoreError &e) {
+    if (retry.after(e)) return std::nullopt;
+    throw;
+  }
+}
+
 store_status_t LocalizedVariant::confirm_absent(std::uint64_t key) {
   const SlotId id{key, Ns::kValue};
   Retry retry(c_);
   for (;;) {
-    c_.app.flush();
-    c_.membership.follow(*c_.rt.failures);
-    std::vector<Lock> locks;
-    try {
-      // Slots are made where there are none, or a first put could start and finish between
-      // the look at the holders and the question to the witnesses.
-      locks = locks_.acquire(c_.app, locks_.requests(id, 0, 0), nullptr);
-    } catch (const StoreError &e) {
-      if (retry.after(e)) continue;
-      throw;
-    }
+    // Slots are made where there are none, or a first put could start and finish between the
+    // look at the holders and the question to the witnesses.
+    std::optional<std::vector<Lock>> taken = lock_attempt(retry, [&] { return locks_.requests(id, 0, 0); });
+    if (!taken) continue;
+    std::vector<Lock> &locks = *taken;
     // A complete copy: read again. A pending copy (a transaction whose committer failed): its
     // repair decides, read again after it. A tombstone: deleted. A lost marker: lost. Nothing but
     // empty (or torn) slots: the records decide.
@@ -151,15 +150,9 @@ void LocalizedVariant::put(std::uint64_t key, const void *buf, std::size_t len) 
   Retry retry(c_);
   bool owe_record = false;
   for (;;) {
-    c_.app.flush();
-    c_.membership.follow(*c_.rt.failures);
-    std::vector<Lock> locks;
-    try {
-      locks = locks_.acquire(c_.app, locks_.requests(id, len, 0), nullptr);
-    } catch (const StoreError &e) {
-      if (retry.after(e)) continue;
-      throw;
-    }
+    std::optional<std::vector<Lock>> taken = lock_attempt(retry, [&] { return locks_.requests(id, len, 0); });
+    if (!taken) continue;
+    std::vector<Lock> &locks = *taken;
     std::uint64_t version = kNoVersion;
     std::vector<Copy> copies;
     for (const Lock &l : locks) {
@@ -190,15 +183,10 @@ void LocalizedVariant::del(std::uint64_t key) {
   const SlotId id{key, Ns::kValue};
   Retry retry(c_);
   for (;;) {
-    c_.app.flush();
-    c_.membership.follow(*c_.rt.failures);
-    std::vector<Lock> locks;
-    try {
-      locks = locks_.acquire(c_.app, locks_.requests(id, 0, kRequestNoCreate), nullptr);
-    } catch (const StoreError &e) {
-      if (retry.after(e)) continue;
-      throw;
-    }
+    std::optional<std::vector<Lock>> taken =
+        lock_attempt(retry, [&] { return locks_.requests(id, 0, kRequestNoCreate); });
+    if (!taken) continue;
+    std::vector<Lock> &locks = *taken;
     std::uint64_t version = kNoVersion;
     std::vector<Copy> copies;
     for (const Lock &l : locks) {
@@ -233,20 +221,16 @@ void LocalizedVariant::put_many(const std::vector<PutItem> &all) {
     Retry retry(c_);
     std::set<std::uint64_t> owed;
     for (;;) {
-      c_.app.flush();
-      c_.membership.follow(*c_.rt.failures);
-      std::vector<LockRequest> reqs;
-      for (std::size_t i = 0; i < n; ++i) {
-        for (const LockRequest &r : locks_.requests(SlotId{items[i].key, Ns::kValue}, items[i].len, 0))
-          reqs.push_back(r);
-      }
-      std::vector<Lock> locks;
-      try {
-        locks = locks_.acquire(c_.app, reqs, nullptr);
-      } catch (const StoreError &e) {
-        if (retry.after(e)) continue;
-        throw;
-      }
+      std::optional<std::vector<Lock>> taken = lock_attempt(retry, [&] {
+        std::vector<LockRequest> reqs;
+        for (std::size_t i = 0; i < n; ++i) {
+          for (const LockRequest &r : locks_.requests(SlotId{items[i].key, Ns::kValue}, items[i].len, 0))
+            reqs.push_back(r);
+        }
+        return reqs;
+      });
+      if (!taken) continue;
+      std::vector<Lock> &locks = *taken;
       // The locks come in request order: each key's holders together.
       std::vector<Engine::WriteJob> jobs(n);
       std::vector<std::uint64_t> versions(n, kNoVersion);

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "client/core.hpp"
@@ -57,6 +58,11 @@ private:
     int seen_;
     std::int64_t deadline_ = 0;
   };
+
+  // One attempt's start: brings placement up to the failures known, then takes the locks that
+  // requests() lists under it. Nothing when the attempt met a failure after which it starts over
+  // (Retry::after); any other error is thrown.
+  template <class Requests> std::optional<std::vector<Lock>> lock_attempt(Retry &retry, Requests &&requests);
 
   // Helper thread, after it recorded new failures: placement leaves them out, their queued lock
   // requests go, and every slot whose lock a failed process holds is repaired.
