@@ -120,36 +120,8 @@ void check(store_status_t st, const char *what) {
   MPI_Abort(MPI_COMM_WORLD, 3);
 }
 
-// The raw baselines, on a plain dynamic window: a put to some ranks completed by a flush, and a
-// round trip (a message to each rank and its answer).
-struct Raw {
-  MPI_Win win = MPI_WIN_NULL;
-  std::vector<char> mem;
-  std::vector<MPI_Aint> addr;
-  Raw() : mem(1 << 20) {
-    int p = 0;
-    MPI_Comm_size(MPI_COMM_WORLD, &p);
-    MPI_Win_create_dynamic(MPI_INFO_NULL, MPI_COMM_WORLD, &win);
-    MPI_Win_attach(win, mem.data(), static_cast<MPI_Aint>(mem.size()));
-    MPI_Aint a;
-    MPI_Get_address(mem.data(), &a);
-    addr.resize(static_cast<std::size_t>(p));
-    MPI_Allgather(&a, 1, MPI_AINT, addr.data(), 1, MPI_AINT, MPI_COMM_WORLD);
-    MPI_Win_lock_all(MPI_MODE_NOCHECK, win);
-  }
-  ~Raw() {
-    MPI_Win_unlock_all(win);
-    MPI_Win_detach(win, mem.data());
-    MPI_Win_free(&win);
-  }
-  void put(const std::vector<int> &targets, const void *buf, std::size_t n) {
-    for (int t : targets)
-      MPI_Put(buf, static_cast<int>(n), MPI_BYTE, t, addr[static_cast<std::size_t>(t)], static_cast<int>(n), MPI_BYTE,
-              win);
-    MPI_Win_flush_all(win);
-  }
-};
-
+// The raw baselines: a put to some ranks on a plain dynamic window (RawWindow, bench_util.hpp),
+// completed by a flush, and a round trip (a message to each rank and its answer).
 constexpr int kTagPing = 77, kTagStop = 78;
 
 // Rank 0's raw round trip: one message to each target and its answer; the targets echo from
@@ -200,7 +172,7 @@ template <class F> double per_key_us(const std::vector<store_key_t> &keys, F &&o
   return (now_us() - t0) / static_cast<double>(keys.size());
 }
 
-void run_newkey(const Options &o, store_t s, Raw &raw, int run, const char *rec, int np) {
+void run_newkey(const Options &o, store_t s, RawWindow &raw, int run, const char *rec, int np) {
   const std::vector<store_key_t> keys = fresh_keys(1, run, o.keys);
   std::vector<char> v(o.size, 'n');
   const std::uint64_t m0 = requests_sent(s);
@@ -232,7 +204,7 @@ void run_newkey(const Options &o, store_t s, Raw &raw, int run, const char *rec,
   std::fflush(stdout);
 }
 
-void run_delete(const Options &o, store_t s, Raw &raw, int run, const char *rec, int np) {
+void run_delete(const Options &o, store_t s, RawWindow &raw, int run, const char *rec, int np) {
   const std::vector<store_key_t> keys = fresh_keys(2, run, o.keys);
   std::vector<char> v(o.size, 'd');
   const double first = per_key_us(keys, [&](store_key_t k) { check(store_put(s, k, v.data(), v.size()), "put"); });
@@ -258,7 +230,7 @@ void run_delete(const Options &o, store_t s, Raw &raw, int run, const char *rec,
   std::fflush(stdout);
 }
 
-void run_batch(const Options &o, store_t s, Raw &raw, int run, const char *rec, int np) {
+void run_batch(const Options &o, store_t s, RawWindow &raw, int run, const char *rec, int np) {
   const std::vector<store_key_t> single = fresh_keys(3, run, o.keys), batch = fresh_keys(4, run, o.keys);
   std::vector<char> v(o.size, 'b');
   std::vector<const void *> bufs(batch.size(), v.data());
@@ -384,7 +356,7 @@ int main(int argc, char **argv) {
     MPI_Finalize();
     return 2;
   }
-  Raw raw;
+  RawWindow raw(1 << 20);
   for (int recovery : opt.recoveries) {
     store_config_t cfg;
     store_config_init(&cfg);

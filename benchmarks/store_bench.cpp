@@ -217,41 +217,6 @@ void compute_for(double ms) {
   }
 }
 
-// The raw baseline: a dynamic window with one buffer per rank.
-struct RawWindow {
-  MPI_Win win = MPI_WIN_NULL;
-  std::vector<char> mem;
-  std::vector<MPI_Aint> addr;
-  explicit RawWindow(std::size_t bytes) : mem(bytes + 64) {
-    int p = 0;
-    MPI_Comm_size(MPI_COMM_WORLD, &p);
-    MPI_Win_create_dynamic(MPI_INFO_NULL, MPI_COMM_WORLD, &win);
-    MPI_Win_set_errhandler(win, MPI_ERRORS_RETURN);
-    MPI_Win_attach(win, mem.data(), static_cast<MPI_Aint>(mem.size()));
-    MPI_Aint a;
-    MPI_Get_address(mem.data(), &a);
-    addr.resize(static_cast<std::size_t>(p));
-    MPI_Allgather(&a, 1, MPI_AINT, addr.data(), 1, MPI_AINT, MPI_COMM_WORLD);
-    MPI_Win_lock_all(MPI_MODE_NOCHECK, win);
-  }
-  ~RawWindow() {
-    MPI_Win_unlock_all(win);
-    MPI_Win_detach(win, mem.data());
-    MPI_Win_free(&win);
-  }
-  void put(const std::vector<int> &targets, const void *buf, std::size_t n) {
-    for (int t : targets)
-      MPI_Put(buf, static_cast<int>(n), MPI_BYTE, t, addr[static_cast<std::size_t>(t)], static_cast<int>(n), MPI_BYTE,
-              win);
-    MPI_Win_flush_all(win);
-  }
-  void get(int target, void *buf, std::size_t n) {
-    MPI_Get(buf, static_cast<int>(n), MPI_BYTE, target, addr[static_cast<std::size_t>(target)], static_cast<int>(n),
-            MPI_BYTE, win);
-    MPI_Win_flush(target, win);
-  }
-};
-
 struct Row {
   std::string op, scenario;
   std::size_t size;
