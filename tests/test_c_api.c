@@ -4,17 +4,9 @@
 #include <rmastore/store_hooks.h>
 
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
-static int failures = 0;
-#define CHECK(cond)                                                                                                    \
-  do {                                                                                                                 \
-    if (!(cond)) {                                                                                                     \
-      fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);                                         \
-      ++failures;                                                                                                      \
-    }                                                                                                                  \
-  } while (0)
+#include "c_check.h"
 
 int main(int argc, char **argv) {
   int provided = 0, rank = 0, size = 0;
@@ -51,16 +43,7 @@ int main(int argc, char **argv) {
   MPI_Barrier(MPI_COMM_WORLD);
   CHECK(store_finalize(&store) == STORE_OK && store == NULL);
 
-  const char *dir = getenv("RMASTORE_TEST_VERDICT_DIR");
-  if (dir) {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/rank-%d", dir, rank);
-    FILE *f = fopen(path, "w");
-    if (f) {
-      fputs(failures == 0 ? "PASS\n" : "FAIL\n", f);
-      fclose(f);
-    }
-  }
+  const int rc = write_verdict(rank);
   MPI_Finalize();
-  return failures == 0 ? 0 : 1;
+  return rc;
 }
