@@ -30,6 +30,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "../common/example_cli.h"
+
 #define KEY_CKPT 1000000  /* + 2 * block + generation */
 #define KEY_EDGE 2000000  /* + 4 * block + 2 * side + parity */
 #define KEY_FINAL 3000000 /* + block */
@@ -254,32 +256,6 @@ static int recover(int *it) {
 static const char usage[] =
     "usage: resilient_jacobi [--n N] [--iters I] [--every E] [--kill-rank R|-1] [--kill-at I]\n";
 
-/* Every rank has the same arguments and finds the same mistake: rank 0 prints it, with the
- * usage, and every rank leaves MPI and exits with status 2. */
-static void usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
-static void usage_error(const char *fmt, ...) {
-  if (world_rank == 0) {
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "resilient_jacobi: ");
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, "\n%s", usage);
-    va_end(ap);
-  }
-  MPI_Finalize();
-  exit(2);
-}
-
-/* The whole of `text` as a base-10 integer in [min, max], or a usage error. */
-static int int_arg(const char *option, const char *text, long min, long max) {
-  char *end;
-  errno = 0;
-  const long v = strtol(text, &end, 10);
-  if (end == text || *end != '\0' || errno == ERANGE || v < min || v > max)
-    usage_error("%s needs a whole number from %ld to %ld, not '%s'", option, min, max, text);
-  return (int)v;
-}
-
 static void parse_args(int argc, char **argv) {
   enum { OPT_N = 256, OPT_ITERS, OPT_EVERY, OPT_KILL_RANK, OPT_KILL_AT };
   static const struct option options[] = {{"n", required_argument, NULL, OPT_N},
@@ -289,7 +265,7 @@ static void parse_args(int argc, char **argv) {
                                           {"kill-at", required_argument, NULL, OPT_KILL_AT},
                                           {"help", no_argument, NULL, 'h'},
                                           {NULL, 0, NULL, 0}};
-  opterr = 0; /* mistakes are reported below, once */
+  cli_init("resilient_jacobi", usage, world_rank);
   for (int c; (c = getopt_long(argc, argv, ":h", options, NULL)) != -1;) {
     switch (c) {
     case OPT_N:
@@ -307,18 +283,11 @@ static void parse_args(int argc, char **argv) {
     case OPT_KILL_AT:
       kill_at = int_arg("--kill-at", optarg, 0, INT_MAX);
       break;
-    case 'h':
-      if (world_rank == 0) fputs(usage, stdout);
-      MPI_Finalize();
-      exit(0);
-    case ':':
-      usage_error("option '%s' needs a value", argv[optind - 1]);
     default:
-      if (optopt > 0 && optopt < 256) usage_error("unknown option '-%c'", optopt);
-      usage_error("unknown option '%s'", argv[optind - 1]);
+      cli_other(c, argv);
     }
   }
-  if (optind < argc) usage_error("unexpected argument '%s'", argv[optind]);
+  cli_no_operands(argc, argv);
 }
 
 int main(int argc, char **argv) {

@@ -41,6 +41,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "../common/example_cli.h"
+
 #define MAX_RANGES 64
 #define TAG_ASK 1
 #define TAG_ANSWER 2
@@ -446,32 +448,6 @@ static store_status_t steal(worker_t *mine, int *got) {
 static const char usage[] = "usage: task_checkpoint [--n N] [--kill-rank R|-1] [--kill-after T] "
                             "[--kill2-rank R|-1] [--replicas R]\n";
 
-/* Every rank has the same arguments and finds the same mistake: rank 0 prints it, with the
- * usage, and every rank leaves MPI and exits with status 2. */
-static void usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
-static void usage_error(const char *fmt, ...) {
-  if (world_rank == 0) {
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "task_checkpoint: ");
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, "\n%s", usage);
-    va_end(ap);
-  }
-  MPI_Finalize();
-  exit(2);
-}
-
-/* The whole of `text` as a base-10 integer in [min, max], or a usage error. */
-static int int_arg(const char *option, const char *text, long min, long max) {
-  char *end;
-  errno = 0;
-  const long v = strtol(text, &end, 10);
-  if (end == text || *end != '\0' || errno == ERANGE || v < min || v > max)
-    usage_error("%s needs a whole number from %ld to %ld, not '%s'", option, min, max, text);
-  return (int)v;
-}
-
 static void parse_args(int argc, char **argv) {
   enum { OPT_N = 256, OPT_KILL_RANK, OPT_KILL_AFTER, OPT_KILL2_RANK, OPT_REPLICAS };
   static const struct option options[] = {{"n", required_argument, NULL, OPT_N},
@@ -481,7 +457,7 @@ static void parse_args(int argc, char **argv) {
                                           {"replicas", required_argument, NULL, OPT_REPLICAS},
                                           {"help", no_argument, NULL, 'h'},
                                           {NULL, 0, NULL, 0}};
-  opterr = 0; /* mistakes are reported below, once */
+  cli_init("task_checkpoint", usage, world_rank);
   for (int c; (c = getopt_long(argc, argv, ":h", options, NULL)) != -1;) {
     switch (c) {
     case OPT_N:
@@ -499,18 +475,11 @@ static void parse_args(int argc, char **argv) {
     case OPT_REPLICAS:
       replicas = int_arg("--replicas", optarg, 1, INT_MAX);
       break;
-    case 'h':
-      if (world_rank == 0) fputs(usage, stdout);
-      MPI_Finalize();
-      exit(0);
-    case ':':
-      usage_error("option '%s' needs a value", argv[optind - 1]);
     default:
-      if (optopt > 0 && optopt < 256) usage_error("unknown option '-%c'", optopt);
-      usage_error("unknown option '%s'", argv[optind - 1]);
+      cli_other(c, argv);
     }
   }
-  if (optind < argc) usage_error("unexpected argument '%s'", argv[optind]);
+  cli_no_operands(argc, argv);
 }
 
 /* ---- main ----------------------------------------------------------------------------------- */
