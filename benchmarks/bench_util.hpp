@@ -112,14 +112,14 @@ struct RawWindow {
   explicit RawWindow(std::size_t bytes) : mem(bytes + 64) {
     int p = 0;
     MPI_Comm_size(MPI_COMM_WORLD, &p);
-    MPI_Win_create_dynamic(MPI_INFO_NULL, MPI_COMM_WORLD, &win);
-    MPI_Win_set_errhandler(win, MPI_ERRORS_RETURN);
-    MPI_Win_attach(win, mem.data(), static_cast<MPI_Aint>(mem.size()));
+    ok(MPI_Win_create_dynamic(MPI_INFO_NULL, MPI_COMM_WORLD, &win), "MPI_Win_create_dynamic");
+    ok(MPI_Win_set_errhandler(win, MPI_ERRORS_RETURN), "MPI_Win_set_errhandler");
+    ok(MPI_Win_attach(win, mem.data(), static_cast<MPI_Aint>(mem.size())), "MPI_Win_attach");
     MPI_Aint a;
     MPI_Get_address(mem.data(), &a);
     addr.resize(static_cast<std::size_t>(p));
-    MPI_Allgather(&a, 1, MPI_AINT, addr.data(), 1, MPI_AINT, MPI_COMM_WORLD);
-    MPI_Win_lock_all(MPI_MODE_NOCHECK, win);
+    ok(MPI_Allgather(&a, 1, MPI_AINT, addr.data(), 1, MPI_AINT, MPI_COMM_WORLD), "MPI_Allgather");
+    ok(MPI_Win_lock_all(MPI_MODE_NOCHECK, win), "MPI_Win_lock_all");
   }
   ~RawWindow() {
     MPI_Win_unlock_all(win);
@@ -128,14 +128,22 @@ struct RawWindow {
   }
   void put(const std::vector<int> &targets, const void *buf, std::size_t n) {
     for (int t : targets)
-      MPI_Put(buf, static_cast<int>(n), MPI_BYTE, t, addr[static_cast<std::size_t>(t)], static_cast<int>(n), MPI_BYTE,
-              win);
-    MPI_Win_flush_all(win);
+      ok(MPI_Put(buf, static_cast<int>(n), MPI_BYTE, t, addr[static_cast<std::size_t>(t)], static_cast<int>(n),
+                 MPI_BYTE, win),
+         "MPI_Put");
+    ok(MPI_Win_flush_all(win), "MPI_Win_flush_all");
   }
   void get(int target, void *buf, std::size_t n) {
-    MPI_Get(buf, static_cast<int>(n), MPI_BYTE, target, addr[static_cast<std::size_t>(target)], static_cast<int>(n),
-            MPI_BYTE, win);
-    MPI_Win_flush(target, win);
+    ok(MPI_Get(buf, static_cast<int>(n), MPI_BYTE, target, addr[static_cast<std::size_t>(target)], static_cast<int>(n),
+               MPI_BYTE, win),
+       "MPI_Get");
+    ok(MPI_Win_flush(target, win), "MPI_Win_flush");
+  }
+  // A baseline that failed would time nothing: the run ends, with the call named.
+  static void ok(int rc, const char *call) {
+    if (rc == MPI_SUCCESS) return;
+    std::fprintf(stderr, "raw baseline: %s failed (MPI error %d)\n", call, rc);
+    MPI_Abort(MPI_COMM_WORLD, 4);
   }
 };
 

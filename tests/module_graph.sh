@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The core's structure (docs/design.md, "Modules"): src/ has one folder per layer, and a file
 # includes only files of its own folder or of a layer below it; the include graph has no cycle;
-# the two recovery variants never include each other; and only the façade (store/), the C
-# boundary (capi/) and the settings (common/config.hpp) name a recovery variant.
+# the two recovery variants never include each other; files of src/ are named from src/, in
+# quotes; and only the façade (store/store.*), the C boundary (capi/capi.cpp) and the settings
+# (common/config.hpp) name a recovery variant.
 #   module_graph.sh <source dir>   checks <source dir>/src
 #   module_graph.sh --self-test    shows that each rule catches what it should
 set -u
@@ -25,6 +26,20 @@ check() { # src dir; prints what is wrong and fails
       bad=1
       continue
     fi
+    # A file of src/ is named from src/ ("transport/rma.hpp"), in quotes: a name relative to the
+    # including file, or in angle brackets, would escape the rules below.
+    while IFS= read -r inc; do
+      if [ ! -e "$src/$inc" ] && [ -e "$(dirname "$f")/$inc" ]; then
+        echo "$rel includes \"$inc\": name files of src/ from src/ (\"<layer>/<file>\")"
+        bad=1
+      fi
+    done < <(grep -oE '^#include "[^"]+"' "$f" | sed 's/#include "\(.*\)"/\1/')
+    while IFS= read -r inc; do
+      if [ -e "$src/$inc" ]; then
+        echo "$rel includes <$inc>: files of src/ are included in quotes"
+        bad=1
+      fi
+    done < <(grep -oE '^#include <[^>]+>' "$f" | sed 's/#include <\(.*\)>/\1/')
     while IFS= read -r inc; do
       [ -e "$src/$inc" ] || continue
       edges+="$inc $rel"$'\n'
@@ -44,7 +59,7 @@ check() { # src dir; prints what is wrong and fails
   fi
   local named
   named=$(grep -rlE 'STORE_RECOVERY_(GLOBAL|LOCALIZED)' "$src" 2>/dev/null | sed "s|^$src/||" |
-    grep -vE '^(store/|capi/|common/config\.hpp$)')
+    grep -vE '^(store/store\.(hpp|cpp)|capi/capi\.cpp|common/config\.hpp)$')
   if [ -n "$named" ]; then
     echo "files besides the façade that test the recovery variant: $named"
     bad=1
@@ -72,6 +87,14 @@ if [ "${1:-}" = --self-test ]; then
     printf '#include "variants/localized/b.hpp"\n' >"$dir/variants/global/a.hpp" &&
     printf '\n' >"$dir/variants/localized/b.hpp"
   expect_caught "one variant including the other" "variants/global/a.hpp includes"
+  mkdir -p "$dir/common" "$dir/client" && printf '#include "../client/b.hpp"\n' >"$dir/common/a.hpp" &&
+    printf '\n' >"$dir/client/b.hpp"
+  expect_caught "an upward include relative to the file" 'includes "../client/b.hpp"'
+  mkdir -p "$dir/client" && printf '#include "b.hpp"\n' >"$dir/client/a.hpp" && printf '\n' >"$dir/client/b.hpp"
+  expect_caught "an include relative to the file's folder" 'includes "b.hpp"'
+  mkdir -p "$dir/common" "$dir/client" && printf '#include <client/b.hpp>\n' >"$dir/common/a.hpp" &&
+    printf '\n' >"$dir/client/b.hpp"
+  expect_caught "a file of src/ in angle brackets" "includes <client/b.hpp>"
   printf '\n' >"$dir/loose.hpp"
   expect_caught "a file outside the layers' folders" "loose.hpp: not in a layer"
   mkdir -p "$dir/client" && printf 'int f(int r) { return r == STORE_RECOVERY_LOCALIZED; }\n' >"$dir/client/b.hpp"
@@ -84,7 +107,8 @@ if [ "${1:-}" = --self-test ]; then
     echo "self-test: a clean graph was refused"
     exit 1
   fi
-  echo "self-test: cycles, upward and sideways includes, loose files and variant tests are caught"
+  echo "self-test: cycles, upward and sideways includes, includes not named from src/, loose files" \
+    "and variant tests are caught"
   exit 0
 fi
 check "$1/src" || exit 1

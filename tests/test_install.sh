@@ -13,14 +13,14 @@ cmake --install "$build" --prefix "$prefix" >/dev/null
 # The installed library exports its calls under the rmastore_ prefix only (include/rmastore/store.h,
 # "Link names"): a bare store_* symbol would collide with an application's own.
 lib=$(find "$prefix" -name 'librmastore.so.*' -type f | head -n1)
-exported=$(nm -D --defined-only "$lib" | awk '$2 == "T" { print $3 }')
+exported=$(nm -D --defined-only "$lib" | awk 'NF >= 3 { print $3 }')
 bare=$(grep -v '^rmastore_store_' <<<"$exported" || true)
 if [ -n "$bare" ] || ! grep -qx rmastore_store_put <<<"$exported"; then
   echo "test_install: $lib exports symbols outside rmastore_store_*, or not rmastore_store_put:"
   echo "$exported"
   exit 1
 fi
-echo "exported: $(wc -l <<<"$exported") functions, all rmastore_store_*"
+echo "exported: $(wc -l <<<"$exported") symbols, all rmastore_store_*"
 
 mpi_home=$(dirname "$(dirname "$mpirun")")
 cmake -S "$tests/consumer" -B "$work/cmake-build" -DCMAKE_PREFIX_PATH="$prefix" -DMPI_HOME="$mpi_home" \

@@ -52,18 +52,25 @@ extern "C" {
 #define STORE_API_VERSION_MINOR 2
 
 /*
- * Link names. Every call below is exported as rmastore_<its name> (rmastore_store_put, ...):
- * checkpoint code often has a store_put or store_init of its own, and a program that defines one
- * in code that does not include this header still links and calls the right function on each
- * side. Code that includes this header writes the names below and reaches the prefixed
- * symbols; code without the header (dlsym, Fortran's bind(C)) names the prefixed symbols.
- * GCC, Clang and the compilers built on them take an asm label (as glibc's __REDIRECT does);
- * other compilers get a macro of the same effect.
+ * Link names. Every function declared below is exported as rmastore_<its name>
+ * (rmastore_store_put, ...): checkpoint code often has a store_put or store_init of its own, and
+ * a program that defines one in code that does not include this header still links and calls
+ * the right function on each side. Code that includes this header writes the names below and
+ * reaches the prefixed symbols; code without the header (dlsym, Fortran's bind(C)) names the
+ * prefixed symbols, and calls rmastore_store_init_version with STORE_API_VERSION_MAJOR and
+ * _MINOR, as store_init (inline, not exported) does.
+ * GCC, Clang and the compilers built on them take an asm label (as glibc's __REDIRECT does).
+ * Other compilers get macros, which also rename any identifier of these names (a C++ member
+ * function store_get, say) in every file that includes this header, and only there.
  */
 #if defined(__GNUC__) || defined(__clang__)
 #define RMASTORE_NAME_STR_(x) #x
 #define RMASTORE_NAME_STR(x) RMASTORE_NAME_STR_(x)
+#ifdef __USER_LABEL_PREFIX__
 #define RMASTORE_NAME(name) __asm__(RMASTORE_NAME_STR(__USER_LABEL_PREFIX__) "rmastore_" #name)
+#else
+#define RMASTORE_NAME(name) __asm__("rmastore_" #name)
+#endif
 #else
 #define RMASTORE_NAME(name)
 #define store_config_init rmastore_store_config_init

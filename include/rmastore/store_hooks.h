@@ -20,7 +20,7 @@ extern "C" {
 #endif
 
 /** Bumped whenever a declaration of this header changes. */
-#define STORE_HOOKS_VERSION 2
+#define STORE_HOOKS_VERSION 3
 
 /**
  * The processes that hold the copies of `key`, as this process sees them. Local: no

@@ -33,10 +33,11 @@ struct store_request {
 
 struct store_handle {
   std::mutex mutex;
-  // Live, finalized, or stopped by MPI_Finalize (capi.cpp).
+  // Live, finalized, or stopped by MPI_Finalize (kLiveMagic and the others, below).
   std::uint64_t magic = 0;
   std::unique_ptr<rmastore::internal::Store> impl;
-  // The list of stores not finalized yet (capi.cpp): intrusive, so that joining it cannot fail.
+  // The list of stores not finalized yet (finalize_hook.cpp): intrusive, so that joining it
+  // cannot fail.
   store_handle *live_next = nullptr;
   // store_put_nb: puts not started yet and the thread that runs them, started by the first one.
   // Their own lock, not `mutex`: queueing a put must not wait for the batch the worker runs.
