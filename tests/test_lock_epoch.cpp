@@ -4,7 +4,7 @@
 // lock taken under one epoch and released under the next was never freed, and its live owner
 // held it for good (the repair thread could start before store_recover moved the epoch). The
 // race window was a few instructions wide, so this test moves the epoch by hand between taking
-// and releasing, on one process, with the real LockClient and SlotTable.
+// and releasing, on one process, with the real LockClient and LockServer.
 #include "client/core.hpp"
 #include "test_util.hpp"
 #include "variants/localized/locks.hpp"
@@ -26,7 +26,7 @@ int main(int argc, char **argv) {
   {
     Core c(comm, cfg);
     c.membership.init({0}, 1);
-    c.rt.build(c.table.regions());
+    c.rt.build(c.holder.slots.regions());
     LockClient locks(c);
     const SlotId id{7, Ns::kValue};
     const std::vector<LockRequest> reqs = locks.requests(id, 8, 0);
@@ -34,19 +34,19 @@ int main(int argc, char **argv) {
     const std::vector<Lock> held = locks.acquire(c.app, reqs, nullptr);
     SlotHeader h{};
     std::vector<std::byte> value;
-    c.table.read_local_copy(id.key, h, value);
+    c.holder.slots.read_local_copy(id.key, h, value);
     CHECK(!held.empty() && h.owner == held.front().owner, "premise: the lock is held (owner word %#llx)",
           static_cast<unsigned long long>(h.owner));
     ++c.rt.epoch; // what store_recover does; the old race let a lock straddle it
     CHECK(c.app.lock_word() != held.front().owner, "premise: the agent's lock word changed");
     locks.release(c.app, held);
-    c.table.read_local_copy(id.key, h, value);
+    c.holder.slots.read_local_copy(id.key, h, value);
     CHECK(h.owner == kOwnerFree, "the lock is still held after its release (owner word %#llx)",
           static_cast<unsigned long long>(h.owner));
     c.rt.stop_helper();
     c.rt.window->close();
     c.rt.window.reset();
-    c.table.clear();
+    c.holder.slots.clear();
     MPI_Comm_free(&c.rt.ctrl);
   }
   write_verdict(check_failures == 0);

@@ -9,8 +9,7 @@
 #include "client/engine.hpp"
 #include "client/key_cache.hpp"
 #include "common/config.hpp"
-#include "holder/slot_table.hpp"
-#include "holder/witnesses.hpp"
+#include "holder/holder.hpp"
 #include "transport/membership.hpp"
 #include "transport/runtime.hpp"
 
@@ -20,9 +19,9 @@ struct Core {
   // comm: the store's own communicator; this process's rank in it is its stable id. Makes no
   // collective call: membership and the runtime are set up by Store::create.
   Core(MPI_Comm comm, const Config &cfg)
-      : config(cfg), rt(comm, cfg.detector, cfg.helper_max_sleep_us), id(rt.rank), table(config, rt, membership),
-        cache(rt, membership, id), engine(config, id, rt, membership, table, cache, witnesses),
-        app(rt, id, Agent::kApplication) {}
+      : config(cfg), rt(comm, cfg.detector, cfg.helper_max_sleep_us), id(rt.rank), holder(config, rt, membership),
+        cache(rt, membership, id), engine(config, id, rt, membership, holder, cache), app(rt, id, Agent::kApplication) {
+  }
   Core(const Core &) = delete;
   Core &operator=(const Core &) = delete;
 
@@ -30,9 +29,8 @@ struct Core {
   Runtime rt;
   const int id; // stable id of this process
   Membership membership;
-  SlotTable table;
+  Holder holder; // what this process keeps for others, and its answers to them
   KeyCache cache;
-  Witnesses witnesses;
   Engine engine;
   Agent app; // the application thread's
 };

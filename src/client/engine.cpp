@@ -54,13 +54,8 @@ std::vector<CtrlMsg> Engine::ask_all(Agent &a, const std::vector<Ask> &asks) {
     sent[i].key = asks[i].id.key;
     sent[i].request = a.next_request++;
     sent[i].reply_tag = a.reply_tag;
-    if (asks[i].holder == rt_.rank && Witnesses::is_request(sent[i].type)) {
-      out[i] = witnesses_.serve(sent[i]);
-      answered[i] = true;
-      continue;
-    }
     if (asks[i].holder == rt_.rank) {
-      if (std::optional<CtrlMsg> r = table_.serve_inline(sent[i], rt_.rank)) {
+      if (std::optional<CtrlMsg> r = holder_.serve_inline(sent[i], rt_.rank)) {
         out[i] = *r;
         answered[i] = true;
         continue;
@@ -258,20 +253,10 @@ std::vector<Copy> Engine::write_copies(Agent &a, const std::vector<Copy> &copies
   return hcs;
 }
 
-std::vector<std::uint64_t> Engine::local_keys(std::uint64_t first, std::uint64_t last, std::size_t limit) const {
-  std::vector<std::uint64_t> keys = table_.keys_in(first, last, limit);
-  const std::vector<std::uint64_t> recorded = witnesses_.keys_in(first, last, limit);
-  keys.insert(keys.end(), recorded.begin(), recorded.end());
-  std::sort(keys.begin(), keys.end());
-  keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
-  if (keys.size() > limit) keys.resize(limit);
-  return keys;
-}
-
 std::vector<std::uint64_t> Engine::list(Agent &a, std::uint64_t first, std::uint64_t last, std::size_t limit,
                                         const std::vector<int> &ranks, bool *more) {
   a.flush();
-  std::vector<std::uint64_t> all = local_keys(first, last, limit);
+  std::vector<std::uint64_t> all = holder_.local_keys(first, last, limit);
   bool full = all.size() >= limit;
   const std::uint64_t request = a.next_request++;
   std::vector<std::vector<std::uint64_t>> replies;
@@ -431,7 +416,7 @@ void Engine::read_many(Agent &a, std::vector<ReadJob> &jobs) {
   for (std::size_t j = 0; j < jobs.size(); ++j) {
     ReadJob &job = jobs[j];
     if (job.holder == rt_.rank) {
-      job.result = table_.read_local(job.id, job.buf, job.capacity, &job.len);
+      job.result = holder_.slots.read_local(job.id, job.buf, job.capacity, &job.len);
       continue;
     }
     where[j] = cache_.at(job.id, job.holder);
@@ -485,7 +470,7 @@ void Engine::read_many(Agent &a, std::vector<ReadJob> &jobs) {
 
 ReadResult Engine::read_copy(Agent &a, const SlotId &id, int holder, void *buf, std::size_t capacity,
                              std::size_t *len) {
-  if (holder == rt_.rank) return table_.read_local(id, buf, capacity, len);
+  if (holder == rt_.rank) return holder_.slots.read_local(id, buf, capacity, len);
   HolderCache hc = cache_.at(id, holder);
   if (!hc.can_read) {
     CtrlMsg m;

@@ -9,8 +9,7 @@
 #include "client/agent.hpp"
 #include "client/key_cache.hpp"
 #include "common/config.hpp"
-#include "holder/slot_table.hpp"
-#include "holder/witnesses.hpp"
+#include "holder/holder.hpp"
 #include "transport/membership.hpp"
 #include "transport/runtime.hpp"
 
@@ -19,10 +18,8 @@ namespace rmastore::internal {
 class Engine {
 public:
   // `id`: this process's stable id.
-  Engine(const Config &config, int id, Runtime &rt, const Membership &membership, SlotTable &table, KeyCache &cache,
-         Witnesses &witnesses)
-      : config_(config), id_(id), rt_(rt), membership_(membership), table_(table), cache_(cache),
-        witnesses_(witnesses) {}
+  Engine(const Config &config, int id, Runtime &rt, const Membership &membership, Holder &holder, KeyCache &cache)
+      : config_(config), id_(id), rt_(rt), membership_(membership), holder_(holder), cache_(cache) {}
 
   // Sends each message to its holder's helper (served inline for this process when possible)
   // and waits for all replies, which it returns in order. Replies to earlier requests of the
@@ -77,8 +74,6 @@ public:
   // record), merged: ascending, distinct, at most `limit`. `more`: some may have more.
   std::vector<std::uint64_t> list(Agent &a, std::uint64_t first, std::uint64_t last, std::size_t limit,
                                   const std::vector<int> &ranks, bool *more);
-  // What this process answers to kList.
-  std::vector<std::uint64_t> local_keys(std::uint64_t first, std::uint64_t last, std::size_t limit) const;
   // `type` (kWitness, kUnwitness or kWitnessQuery) about each key to each of its processes
   // (current ranks, this one included); returns whether any reply had kReplyLive.
   struct WitnessAsk {
@@ -104,9 +99,8 @@ private:
   const int id_;
   Runtime &rt_;
   const Membership &membership_;
-  SlotTable &table_;
+  Holder &holder_;
   KeyCache &cache_;
-  Witnesses &witnesses_;
 };
 
 } // namespace rmastore::internal

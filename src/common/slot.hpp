@@ -110,7 +110,7 @@ inline std::atomic_ref<std::uint64_t> owner_of(std::byte *slot_base) {
 // each atomically (relaxed; callers that order by the owner word use owner_of with acquire and
 // release). The holder's threads change the owner word concurrently (locks), and the helper
 // rewrites whole headers (a slot freed, moved or reallocated) while the application thread reads
-// its own copy without the table lock (SlotTable::read_local): a plain memcpy of the 64 bytes would be
+// its own copy without the store's mutex (SlotStore::read_local): a plain memcpy of the 64 bytes would be
 // a data race between this process's threads. Words written by other processes' puts may still be
 // torn across words: that is what the checksum detects. Slots are 64-byte aligned.
 inline SlotHeader load_header(const std::byte *slot_base) {
@@ -132,7 +132,7 @@ inline void store_header(std::byte *slot_base, const SlotHeader &h) {
 
 // Copies between private memory and a slot (header words or value) in this process's window
 // memory, which other threads of this process may read or write at the same time (a get reading
-// its own copy without the table lock while the helper moves the slot; a put writing the local
+// its own copy without the store's mutex while the helper moves the slot; a put writing the local
 // copy while the helper copies it to a bigger slot): word by word with relaxed atomics, as a
 // seqlock's data must be, so that these are not data races between this process's threads. What
 // such a copy reads may still be a mix of old and new: the checksum and the header read again

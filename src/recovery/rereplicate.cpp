@@ -21,7 +21,7 @@ Rereplication::Rereplication(Core &core)
     : c_(core), view_(core.membership.view()), n_(static_cast<std::size_t>(core.rt.size)) {}
 
 void Rereplication::run(store_recovery_t &report, std::vector<store_key_t> &all_lost) {
-  c_.table.reset_grants();
+  c_.holder.reset_after_failures();
   c_.cache.clear();
   const auto reports = gather();
   const std::map<std::uint64_t, std::uint64_t> committed = commits(reports);
@@ -35,7 +35,7 @@ void Rereplication::run(store_recovery_t &report, std::vector<store_key_t> &all_
 
 std::map<Rereplication::SlotKey, std::vector<Rereplication::Report>> Rereplication::gather() {
   Buffers out(n_);
-  for (const SlotTable::LocalCopy &copy : c_.table.copies()) {
+  for (const SlotStore::LocalCopy &copy : c_.holder.slots.copies()) {
     Report r{};
     r.key = copy.id.key;
     r.ns = ns_of(copy.id.ns);
@@ -47,7 +47,7 @@ std::map<Rereplication::SlotKey, std::vector<Rereplication::Report>> Rereplicati
     r.state = static_cast<std::uint32_t>(copy.state);
     append(out[static_cast<std::size_t>(view_->holders_of(copy.id).front())], r);
   }
-  for (std::uint64_t key : c_.witnesses.all()) {
+  for (std::uint64_t key : c_.holder.witnesses.all()) {
     Report r{};
     r.key = key;
     r.ns = kRecordNs;
@@ -173,15 +173,15 @@ void Rereplication::carry_out(const Buffers &my_orders) {
     for (const Order &o : unpack<Order>(buf)) {
       const SlotId id{o.key, static_cast<Ns>(o.ns)};
       if (o.kind == Order::kMarkLost) {
-        c_.table.mark_lost(id);
+        c_.holder.slots.mark_lost(id);
       } else if (o.kind == Order::kRecord) {
-        c_.witnesses.add(o.key);
+        c_.holder.witnesses.add(o.key);
       } else if (o.kind == Order::kUnrecord) {
-        c_.witnesses.remove(o.key);
+        c_.holder.witnesses.remove(o.key);
       } else if (o.kind == Order::kSend) {
         // From our copy in slot (key, from_ns), possibly a pending value that rolls forward,
         // to the destination's slot (key, ns), where it goes into the first half.
-        const auto out = c_.table.outgoing(o.key, static_cast<Ns>(o.from_ns), id.ns);
+        const auto out = c_.holder.slots.outgoing(o.key, static_cast<Ns>(o.from_ns), id.ns);
         if (!out) continue;
         sends[static_cast<std::size_t>(o.to)].push_back(Piece{out->value, out->header.length});
         append(headers[static_cast<std::size_t>(o.to)], out->header);
@@ -196,7 +196,7 @@ void Rereplication::carry_out(const Buffers &my_orders) {
   std::vector<std::pair<std::byte *, SlotHeader>> installs;
   for (std::size_t src = 0; src < n_; ++src) {
     for (const SlotHeader &h : unpack<SlotHeader>(incoming[src])) {
-      std::byte *base = c_.table.make_room(SlotId{h.key, flags_ns(h.flags)}, h.length);
+      std::byte *base = c_.holder.slots.make_room(SlotId{h.key, flags_ns(h.flags)}, h.length);
       receives[src].push_back(Piece{base + kHeaderBytes, h.length});
       installs.emplace_back(base, h);
     }
@@ -209,7 +209,7 @@ void Rereplication::carry_out(const Buffers &my_orders) {
   // Drops last: values were read from some of these slots.
   for (const auto &buf : my_orders) {
     for (const Order &o : unpack<Order>(buf)) {
-      if (o.kind == Order::kDrop) c_.table.drop(SlotId{o.key, static_cast<Ns>(o.ns)});
+      if (o.kind == Order::kDrop) c_.holder.slots.drop(SlotId{o.key, static_cast<Ns>(o.ns)});
     }
   }
 }

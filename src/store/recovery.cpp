@@ -224,7 +224,7 @@ void Store::rebuild_runtime(double *seconds, bool keep_window) {
   // An unpatched Open MPI 5.0.7 segfaults when window creation meets a dead process
   // (scripts/openmpi-patches/0001-*): with a failure already known, do not even try.
   if (failure_known(rt.comm)) throw StoreError(STORE_ERR_RECOVER_AGAIN, "a process failed before window creation");
-  rt.build(core_->table.regions());
+  rt.build(core_->holder.slots.regions());
   *seconds = seconds_since(t0);
 }
 

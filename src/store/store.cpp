@@ -128,7 +128,7 @@ std::unique_ptr<Store> Store::create(MPI_Comm comm, const Config &cfg, store_sta
   try {
     Core &c = *s->core_;
     c.membership.init(detect_nodes(c.rt.comm, cfg.node_id), cfg.replicas);
-    c.rt.build(c.table.regions());
+    c.rt.build(c.holder.slots.regions());
     s->start_threads();
   } catch (const StoreError &e) {
     ok = false;
@@ -169,7 +169,7 @@ Store::~Store() {
   stop_threads();
   Runtime &rt = core_->rt;
   (void)rt.window.release();
-  core_->table.abandon();
+  core_->holder.slots.abandon();
   if (rt.ctrl != MPI_COMM_NULL) MPI_Comm_free(&rt.ctrl);
   if (rt.comm != MPI_COMM_NULL) MPI_Comm_free(&rt.comm);
   rt.free_retired();
@@ -179,7 +179,14 @@ Store::~Store() {
 // failure handling hands them work.
 void Store::start_threads() {
   std::function<void()> on_failures = variant_->start();
-  core_->rt.helper->start([this](const CtrlMsg &m, int src) { on_message(m, src); }, std::move(on_failures));
+  // Requests to the holder side are served there; the rest concern this process as a client.
+  core_->rt.helper->start(
+      [this](const CtrlMsg &m, int src) {
+        RMASTORE_TRACE("helper got type %u #%llu %llu/%u flags %u from %d", static_cast<unsigned>(m.type),
+                       (unsigned long long)m.request, (unsigned long long)m.key, m.ns, m.flags, src);
+        if (!core_->holder.serve(m, src)) on_message(m, src);
+      },
+      std::move(on_failures));
 }
 
 void Store::stop_threads() {
@@ -216,11 +223,11 @@ void Store::finalize() {
     // recovery.cpp): it is left to MPI_Finalize, with the memory attached to it.
     rt.window->abandon();
     rt.window.reset();
-    core_->table.abandon();
+    core_->holder.slots.abandon();
   } else {
     rt.window->close();
     rt.window.reset();
-    core_->table.clear();
+    core_->holder.slots.clear();
   }
   check_mpi(MPI_Comm_free(&rt.ctrl), "MPI_Comm_free");
   check_mpi(MPI_Comm_free(&rt.comm), "MPI_Comm_free");
@@ -229,17 +236,11 @@ void Store::finalize() {
 }
 
 // ------------------------------------------------------------------------------------------------
-// Messages to the helper
+// Messages to this process as a client
 
 void Store::on_message(const CtrlMsg &msg, int source) {
-  RMASTORE_TRACE("helper got type %u #%llu %llu/%u flags %u from %d", static_cast<unsigned>(msg.type),
-                 (unsigned long long)msg.request, (unsigned long long)msg.key, msg.ns, msg.flags, source);
   Core &c = *core_;
   switch (msg.type) {
-  case MsgType::kAcquireWrite:
-  case MsgType::kLookup:
-    if (auto reply = c.table.serve(msg, source)) c.rt.helper->send(source, kTagReply, *reply);
-    break;
   case MsgType::kInvalidate: {
     c.cache.invalidate(slot_of(msg), source, msg.grant);
     CtrlMsg ack;
@@ -247,30 +248,6 @@ void Store::on_message(const CtrlMsg &msg, int source) {
     ack.ns = msg.ns;
     ack.key = msg.key;
     c.rt.helper->send(source, kTagHelper, ack);
-    break;
-  }
-  case MsgType::kInvalidateAck:
-    c.table.on_invalidate_ack(msg);
-    break;
-  case MsgType::kWitness:
-  case MsgType::kUnwitness:
-  case MsgType::kWitnessQuery:
-    c.rt.helper->send(source, msg.reply_tag, c.witnesses.serve(msg));
-    break;
-  case MsgType::kLock:
-    if (auto reply = c.table.serve_lock(msg, source)) c.rt.helper->send(source, msg.reply_tag, *reply);
-    break;
-  case MsgType::kUnlock:
-    c.table.serve_unlock(msg);
-    break;
-  case MsgType::kReclaim:
-    c.table.serve_reclaim(msg, source);
-    break;
-  case MsgType::kList: {
-    const std::vector<std::uint64_t> keys = c.engine.local_keys(msg.key, msg.version, msg.length);
-    std::vector<std::uint64_t> words{msg.request, keys.size()};
-    words.insert(words.end(), keys.begin(), keys.end());
-    c.rt.helper->send_words(source, kTagList, std::move(words));
     break;
   }
   case MsgType::kRepairNeeded:
@@ -424,9 +401,9 @@ void Store::info(store_info_t &out) const {
   out.rank = c.rt.rank;
   out.replicas = c.config.replicas;
   out.nodes = c.membership.view()->placement->nodes();
-  c.table.count(out);
+  c.holder.slots.count(out);
   out.helper_cpu_seconds = c.rt.helper ? c.rt.helper->cpu_seconds() : 0.0;
-  out.enlargements_served = c.table.enlargements_served();
+  out.enlargements_served = c.holder.slots.enlargements_served();
   out.requests_sent = c.app.requests_sent;
   out.failed_processes = c.rt.detecting() ? c.rt.failures->failures() : 0;
   variant_->stats(out);

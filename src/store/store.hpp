@@ -4,8 +4,8 @@
 // store_recover's rebuild (recovery.cpp) and finalization.
 //
 // Roles of a process:
-//   holder - keeps copies in slots of its window memory (slot_table.hpp), and through its
-//            helper thread hands out slot addresses, grants and locks.
+//   holder - keeps copies in slots of its window memory, and through its helper thread hands
+//            out slot addresses, grants and locks (holder/holder.hpp serves every request).
 //   client - an agent (agent.hpp: the application thread; in the localized variant also the
 //            repair thread) that writes and reads copies with one-sided RMA (engine.hpp).
 //
@@ -65,7 +65,7 @@ public:
 
   // For tests: reads this process's own copy straight from its memory, with no MPI call.
   bool read_local_copy(std::uint64_t key, SlotHeader &header, std::vector<std::byte> &value) const {
-    return core_->table.read_local_copy(key, header, value);
+    return core_->holder.slots.read_local_copy(key, header, value);
   }
   // For tests: the holder whose copy the last successful get returned (current rank).
   int last_read_holder() const { return variant_->last_read_holder(); }
@@ -80,7 +80,7 @@ public:
   std::shared_ptr<const Placement> placement() const { return core_->membership.view()->placement; }
   // For tests: the keys recorded here (witnesses.hpp), and the current ranks of a key's
   // witnesses and of all its keepers (holders, then witnesses).
-  std::vector<std::uint64_t> recorded_keys() const { return core_->witnesses.all(); }
+  std::vector<std::uint64_t> recorded_keys() const { return core_->holder.witnesses.all(); }
   std::vector<int> witnesses_of(std::uint64_t key) const { return core_->membership.view()->witnesses_of(key); }
   std::vector<int> keepers_of(std::uint64_t key) const { return core_->membership.view()->keepers_of(key); }
   int rank() const { return core_->rt.rank; }
@@ -96,7 +96,8 @@ private:
   // STORE_ERR_PROC_FAILED then, once another process started store_recover, and when the variant
   // needs a recovery.
   void require_healthy() const;
-  // Starts the variant's threads and the helper, which hands its messages to on_message.
+  // Starts the variant's threads and the helper, which hands requests to the holder side
+  // (Holder::serve) and the other messages to on_message.
   void start_threads();
   // Stops them; the collective parts of the runtime are freed by the caller.
   void stop_threads();

@@ -98,7 +98,7 @@ void GlobalVariant::reclaim(std::uint64_t key, std::uint64_t version) {
   m.version = version;
   for (int h : c_.membership.view()->holders_of(SlotId{key, Ns::kValue})) {
     if (h == c_.rt.rank) {
-      c_.table.serve_reclaim(m, h);
+      c_.holder.grants.serve_reclaim(m, h);
     } else {
       c_.app.post(h, m);
     }

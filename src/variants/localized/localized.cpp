@@ -48,7 +48,7 @@ bool LocalizedVariant::Retry::after(const StoreError &e) {
 
 void LocalizedVariant::on_failures() {
   c_.membership.follow(*c_.rt.failures);
-  const std::vector<SlotId> orphaned = c_.table.after_failures();
+  const std::vector<SlotId> orphaned = c_.holder.locks.after_failures();
   // Asked again after every failure: the coordinator asked before may be among the failed.
   const std::shared_ptr<const View> view = c_.membership.view();
   for (const SlotId &id : orphaned) {
@@ -73,7 +73,7 @@ void LocalizedVariant::on_message(const CtrlMsg &msg) {
   if (msg.type == MsgType::kRepairNeeded && repairer_) repairer_->request(slot_of(msg));
   // RMASTORE_FAULT_OFF=lost_notice (test build): the notice never arrives, so that a test can show
   // that a get's own verdict keeps this process's loss list complete (tests/test_failure.cpp).
-  if (msg.type == MsgType::kLost && !RMASTORE_FAULT_OFF("lost_notice")) c_.witnesses.mark_lost(msg.key);
+  if (msg.type == MsgType::kLost && !RMASTORE_FAULT_OFF("lost_notice")) c_.holder.witnesses.mark_lost(msg.key);
 }
 
 std::vector<Copy> LocalizedVariant::write(const std::vector<Copy> &copies, std::uint64_t key, std::uint64_t version,
@@ -87,7 +87,7 @@ void LocalizedVariant::record(const std::vector<std::uint64_t> &keys, MsgType ty
 }
 
 store_status_t LocalizedVariant::lost_here(std::uint64_t key) {
-  c_.witnesses.mark_lost(key);
+  c_.holder.witnesses.mark_lost(key);
   return STORE_ERR_DATA_LOST;
 }
 
@@ -172,7 +172,7 @@ void LocalizedVariant::put(std::uint64_t key, const void *buf, std::size_t len) 
     locks_.release(c_.app, locks);
     break;
   }
-  c_.witnesses.clear_lost(key);
+  c_.holder.witnesses.clear_lost(key);
 }
 
 // Under the locks of the slots that exist: a tombstone newer than every copy, then the records
@@ -206,7 +206,7 @@ void LocalizedVariant::del(std::uint64_t key) {
     locks_.release(c_.app, locks, kUnlockReclaim | kUnlockDropPending);
     break;
   }
-  c_.witnesses.clear_lost(key);
+  c_.holder.witnesses.clear_lost(key);
 }
 
 // As put, for many keys at once: their locks in one round (in the global lock order, so a busy
@@ -256,7 +256,7 @@ void LocalizedVariant::put_many(const std::vector<PutItem> &all) {
       locks_.release(c_.app, locks);
       break;
     }
-    for (std::size_t k = 0; k < n; ++k) c_.witnesses.clear_lost(items[k].key);
+    for (std::size_t k = 0; k < n; ++k) c_.holder.witnesses.clear_lost(items[k].key);
   }
 }
 
@@ -431,7 +431,7 @@ void LocalizedVariant::commit(const TxValues &values) {
       const bool gone = l.req.id.ns == Ns::kValue && values.at(l.req.id.key).del;
       locks_.release(c_.app, {l}, gone ? kUnlockReclaim | kUnlockDropPending : 0);
     }
-    for (const auto &kv : values) c_.witnesses.clear_lost(kv.first);
+    for (const auto &kv : values) c_.holder.witnesses.clear_lost(kv.first);
     return;
   }
 }
@@ -458,7 +458,7 @@ void LocalizedVariant::before_recover() {
 
 const store_key_t *LocalizedVariant::lost_keys(const std::vector<store_key_t> &recovered, std::size_t *count) const {
   // Also the keys the background repairs found lost, until they are put again.
-  const std::vector<std::uint64_t> repaired = c_.witnesses.lost(); // sorted, without duplicates
+  const std::vector<std::uint64_t> repaired = c_.holder.witnesses.lost(); // sorted, without duplicates
   std::vector<store_key_t> mine(recovered.begin(), recovered.end());
   std::sort(mine.begin(), mine.end());
   lost_report_.clear();

@@ -56,7 +56,7 @@ std::optional<CtrlMsg> LockClient::unlock_to_send(const LockRequest &req, std::u
   m.key = req.id.key;
   m.owner = owner;
   m.flags = flags;
-  if (req.holder == c_.rt.rank && c_.table.unlock_inline(m)) return std::nullopt;
+  if (req.holder == c_.rt.rank && c_.holder.locks.unlock_inline(m)) return std::nullopt;
   return m; // through the holder's helper when others wait: it hands the lock on
 }
 

@@ -3,7 +3,7 @@
 // Each copy's slot has a lock: the owner word of its header (slot.hpp), in window memory. Only
 // the holder's threads change it, with atomic operations, on the lockers' behalf: the holder's
 // helper thread serves kLock and kUnlock messages, and a process's own agents lock their local
-// slots inline (SlotTable). MPI's atomics are not used: in Open MPI 5.0.x, MPI_Compare_and_swap
+// slots inline (holder/lock_server.hpp). MPI's atomics are not used: in Open MPI 5.0.x, MPI_Compare_and_swap
 // and MPI_Fetch_and_op toward a dead process block forever, and every accumulate to a live
 // process blocks forever once a process died holding that process's accumulate lock
 // (docs/failures.md). A message to a helper is waited for with failure-aware polling, like every

@@ -108,7 +108,7 @@ void Repairer::stats(store_info_t &out) const {
     if (view_dirty_ || c_.rt.failures->failures() != repaired_failures_) ++backlog;
   }
   // Slots here whose lock a failed process holds wait for their coordinator's repair.
-  backlog += c_.table.dead_owned();
+  backlog += c_.holder.locks.dead_owned();
   out.repair_backlog = backlog;
   out.repaired_slots = repaired_slots_.load();
   out.repaired_bytes = repaired_bytes_.load();
@@ -209,8 +209,8 @@ std::vector<SlotId> Repairer::candidates(const View &view, const Placement &now)
     before = repaired_;
   }
   // Whatever the table holds (values and transaction records), and the keys recorded here.
-  std::vector<SlotId> ids = c_.table.slots();
-  std::vector<std::uint64_t> recorded = c_.witnesses.all();
+  std::vector<SlotId> ids = c_.holder.slots.slots();
+  std::vector<std::uint64_t> recorded = c_.holder.witnesses.all();
   std::sort(recorded.begin(), recorded.end());
   for (std::uint64_t key : recorded) ids.push_back(SlotId{key, Ns::kValue});
   std::sort(ids.begin(), ids.end());
@@ -252,7 +252,7 @@ bool Repairer::tx_committed(int committer, std::uint64_t tx) {
 std::uint64_t Repairer::repair_slot(const SlotId &id) {
   RMASTORE_FAULT_DELAY("repair.slot");
   // Our own copy's length sizes the slots of holders that get it.
-  const std::size_t mine = c_.table.local_length(id);
+  const std::size_t mine = c_.holder.slots.local_length(id);
   Agent &a = agent_;
   std::vector<Lock> locks = locks_.acquire(a, locks_.requests(id, mine, kLockRepair), this);
   RMASTORE_TRACE("repair of %llu/%u holds its %zu locks", (unsigned long long)id.key, static_cast<unsigned>(id.ns),
@@ -414,7 +414,7 @@ void Repairer::mark_lost(const SlotId &id, const std::vector<Lock> &locks) {
   } catch (const StoreError &e) {
     if (e.status() != STORE_ERR_PROC_FAILED || c_.rt.failures->revoked()) throw;
   }
-  c_.witnesses.mark_lost(id.key);
+  c_.holder.witnesses.mark_lost(id.key);
   CtrlMsg m;
   m.type = MsgType::kLost;
   m.key = id.key;
