@@ -1,8 +1,10 @@
-// Control messages between processes: slot requests to a holder's helper thread, its replies to
-// the requesting application thread, and cache invalidations between helper threads.
+// Control messages between processes: requests to a holder's helper thread, its replies to the
+// requesting agent (the application thread, or the localized variant's repair thread), and cache
+// invalidations between helper threads.
 //
-// Tags separate the two receivers on the control communicator: helpers receive kTagHelper from
-// any source; an application thread receives kTagReply from the one holder it is waiting on.
+// Tags separate the receivers on the control communicator: helpers receive kTagHelper from any
+// source; an agent receives its replies on its own tag (the request's reply_tag), from the
+// holders it is waiting on.
 #pragma once
 
 #include <cstdint>
@@ -95,7 +97,7 @@ struct CtrlMsg {
   // Localized variant.
   std::uint64_t owner = 0; // kLock, kUnlock: the requester's lock word
   std::uint32_t flags = 0;
-  std::int32_t reply_tag = kTagReply; // kLock: where the (possibly deferred) reply goes
+  std::int32_t reply_tag = kTagReply; // a request: where its (possibly deferred) reply goes
   std::uint32_t writer = 0;           // kReply to kLock: stable id in the copy's header
   std::uint32_t pending_half = 0;     // kReply to kLock: the pending slot, as for the value
   std::uint64_t pending_address = 0;
@@ -114,7 +116,8 @@ struct CtrlMsg {
 // entries up to the first that is still 0 (MsgType starts at 1).
 inline constexpr std::size_t kMaxPack = 32;
 
-// A reply to `msg`: it names the same slot and echoes the request number.
+// A reply to `msg`: it names the same slot, echoes the request number and keeps the tag it is
+// sent on, so that a reply deferred by its holder still finds its agent.
 inline CtrlMsg reply_to(const CtrlMsg &msg, ReplyStatus status = ReplyStatus::kOk) {
   CtrlMsg r;
   r.type = MsgType::kReply;
@@ -122,6 +125,7 @@ inline CtrlMsg reply_to(const CtrlMsg &msg, ReplyStatus status = ReplyStatus::kO
   r.ns = msg.ns;
   r.key = msg.key;
   r.request = msg.request;
+  r.reply_tag = msg.reply_tag;
   return r;
 }
 

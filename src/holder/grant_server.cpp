@@ -106,7 +106,7 @@ void GrantServer::on_invalidate_ack(const CtrlMsg &msg) {
   // the old address sees the mark and looks again, instead of returning an outdated value.
   slots_.release_locked(g.retired);
   g.retired = {};
-  send(g.stashed_reply->source, kTagReply, g.stashed_reply->msg);
+  send(g.stashed_reply->source, g.stashed_reply->msg.reply_tag, g.stashed_reply->msg);
   g.stashed_reply.reset();
   // The slot cannot have gone meanwhile: a reclaim leaves a slot with acks pending alone.
   if (SlotAllocator::Block *block = slots_.find_locked(id)) dispatch_queued_locked(id, *block, g);
@@ -116,7 +116,7 @@ void GrantServer::dispatch_queued_locked(const SlotId &id, SlotAllocator::Block 
   while (g.pending_acks == 0 && !g.queued.empty()) {
     const Deferred d = g.queued.front();
     g.queued.erase(g.queued.begin());
-    if (auto r = grant_or_defer_locked(id, block, g, d.msg, d.source)) send(d.source, kTagReply, *r);
+    if (auto r = grant_or_defer_locked(id, block, g, d.msg, d.source)) send(d.source, d.msg.reply_tag, *r);
   }
 }
 

@@ -8,7 +8,7 @@ bool Holder::serve(const CtrlMsg &msg, int source) {
   switch (msg.type) {
   case MsgType::kAcquireWrite:
   case MsgType::kLookup:
-    if (auto reply = grants.serve(msg, source)) rt_.helper->send(source, kTagReply, *reply);
+    if (auto reply = grants.serve(msg, source)) rt_.helper->send(source, msg.reply_tag, *reply);
     return true;
   case MsgType::kInvalidateAck:
     grants.on_invalidate_ack(msg);

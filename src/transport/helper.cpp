@@ -162,16 +162,14 @@ void Helper::serve_one(const CtrlMsg &msg, int source) {
     handler_(msg, source);
   } catch (const std::exception &e) {
     // Every request that expects a reply gets one, or its sender waits until some unrelated
-    // failure ends the wait. Lock replies go where the locker said (the repair thread has its
-    // own tag).
+    // failure ends the wait. Replies go where the requester said (the repair thread has its own
+    // tag).
     switch (msg.type) {
-    case MsgType::kAcquireWrite:
-    case MsgType::kLookup:
-      send(source, kTagReply, reply_to(msg, ReplyStatus::kError));
-      break;
     case MsgType::kList:
       send_words(source, kTagList, {msg.request, 0});
       break;
+    case MsgType::kAcquireWrite:
+    case MsgType::kLookup:
     case MsgType::kLock:
     case MsgType::kWitness:
     case MsgType::kUnwitness:
