@@ -24,7 +24,7 @@ for seed in $(seq "$first" $((first + count - 1))); do
     args=(--seed "$seed" --in-recovery 1)
     [ "$variant" = localized ] && args+=(--localized 1)
     start=$SECONDS
-    # 2 deaths at 5 processes, 3 at 6: 3 survivors (test_failure.cpp, draw_in_recovery).
+    # 2 deaths at 5 processes, 3 at 6: 3 survivors (tests/failure/schedule.cpp, draw_in_recovery).
     out=$("$here/mpirun_test.sh" "$mpirun" "$np" 3 120 "$exe" "${args[@]}" 2>&1 | tr -d '\000')
     rc=$?
     verdict=PASS

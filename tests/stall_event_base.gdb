@@ -1,4 +1,4 @@
-# gdb script for RMASTORE_TEST_STALL_GDB (tests/test_failure.cpp, StallWatch): prints the state
+# gdb script for RMASTORE_TEST_STALL_GDB (tests/failure/stall_watch.hpp): prints the state
 # of opal's libevent base in a stalled process, and for each descriptor its events, whether
 # each is inserted or active (evcb_flags: 0x02 inserted, 0x08 active, 0x80 initialised), its
 # callback and the first words of its argument (for btl/tcp's receive handler, the endpoint:

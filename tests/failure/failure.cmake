@@ -1,9 +1,11 @@
 # Process failures (test_failure): victims die, the survivors must recover with nothing lost.
 # The fixed scenarios are the rows of scenarios.txt (what dies, where, what is expected); the
-# randomized driver's seeds draw theirs (tests/test_failure.cpp). Either death leaves a
+# randomized driver's seeds draw theirs (schedule.cpp). Either death leaves a
 # marker, and the runner fails a scenario whose configured deaths did not happen where
 # configured (tests/mpirun_test.sh).
-add_executable(test_failure ${CMAKE_CURRENT_LIST_DIR}/../test_failure.cpp ${CMAKE_CURRENT_LIST_DIR}/../ping_count.cpp)
+set(dir ${CMAKE_CURRENT_LIST_DIR})
+add_executable(test_failure ${dir}/../test_failure.cpp ${dir}/options.cpp ${dir}/schedule.cpp ${dir}/run.cpp
+                            ${dir}/stall_watch.cpp ${dir}/../ping_count.cpp)
 target_link_libraries(test_failure PRIVATE rmastore_test_util rmastore_build_flags)
 
 # failure_register(<name> [GLOBAL] [LOCALIZED] NP <n...> HOSTS_NP <n...> KILLED <k> LABEL <l>
@@ -31,7 +33,7 @@ function(failure_register name)
 endfunction()
 
 # The table: one row per scenario (its header says what each column means).
-set(table ${CMAKE_CURRENT_LIST_DIR}/scenarios.txt)
+set(table ${dir}/scenarios.txt)
 set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${table})
 file(STRINGS ${table} rows REGEX "^[^#]")
 foreach(row IN LISTS rows)
