@@ -8,7 +8,7 @@
 #   module_graph.sh --self-test    shows that each rule catches what it should
 set -u
 # The layers from the bottom up; folders on one line share a rank and may not include each other.
-LAYERS=(common transport holder client variants "variants/global variants/localized" recovery store capi)
+LAYERS=(common durable transport holder client variants "variants/global variants/localized" recovery store capi)
 rank_of() { # folder -> rank, or nothing
   local i d
   for i in "${!LAYERS[@]}"; do

@@ -157,11 +157,18 @@ typedef enum store_status {
    *  must be inside a transaction until store_back_to_normal. */
   STORE_ERR_MODE = -17,
   /** store_tx_*: no transaction is open, or one is open already. */
-  STORE_ERR_TX_STATE = -18
+  STORE_ERR_TX_STATE = -18,
+  /** store_snapshot, or store_init with restore: the file system refused (a full disk, a missing
+   *  or read-only directory, ...). Nothing in memory is lost, and a snapshot that failed is never
+   *  loaded. */
+  STORE_ERR_IO = -19,
+  /** store_init with restore: snapshot_dir holds a snapshot of a format this library cannot
+   *  read (a newer one). */
+  STORE_ERR_SNAPSHOT_FORMAT = -20
 } store_status_t;
 
 /** Lowest status value, for iterating over all of them. */
-#define STORE_STATUS_MIN STORE_ERR_TX_STATE
+#define STORE_STATUS_MIN STORE_ERR_SNAPSHOT_FORMAT
 
 /** How a store learns that a process failed (store_config_t::detector). */
 typedef enum store_detector {
@@ -230,6 +237,16 @@ typedef struct store_config {
   int detector;
   /** Recovery variant, a store_recovery_kind_t. Default STORE_RECOVERY_GLOBAL. */
   int recovery;
+  /** Directory of the durable tier: store_snapshot writes snapshots there, and store_init with
+   *  `restore` reads the newest complete one. Visible to every process under the same name (a
+   *  shared file system). NULL (default): no snapshots. The same string on every process. */
+  const char *snapshot_dir;
+  /** Complete snapshots kept in snapshot_dir: older ones are removed once a newer one is
+   *  complete. At least 1. Default 2. */
+  int snapshot_keep;
+  /** Nonzero: store_init loads the newest complete snapshot in snapshot_dir (see store_snapshot),
+   *  whatever the number of processes that wrote it. Default 0. */
+  int restore;
 } store_config_t;
 
 /** Fills *config with defaults. Local. Returns STORE_ERR_ARG if config is NULL. */
@@ -477,6 +494,28 @@ store_status_t store_finalize(store_t *store) RMASTORE_NAME(store_finalize);
 store_status_t store_recover(store_t store, MPI_Comm *new_comm) RMASTORE_NAME(store_recover);
 
 /**
+ * Writes a snapshot of every value in the store to the configuration's snapshot_dir, for a
+ * later job to restore (store_config_t::restore), and returns its number in *snapshot (may be
+ * NULL). Collective over the store's processes; it returns when the snapshot is complete, with
+ * the same status on every process.
+ *
+ * The snapshot holds every put and delete that returned on any process before that process
+ * called store_snapshot, and no later one: between the calls no process may put or delete (the
+ * calls are collective, so an application thread that calls it does neither). Each value is
+ * written once, by the first of its holders, with a checksum; the snapshot counts only once
+ * every process's part is on disk (fsync) and the manifest that names them is renamed into
+ * place. Older snapshots are removed once this one is complete, keeping snapshot_keep.
+ *
+ * STORE_ERR_ARG: no snapshot_dir was configured. STORE_ERR_TX_STATE: a transaction is open.
+ * STORE_ERR_IO: a process could not write its part (a full disk, a read-only or missing
+ * directory); the snapshot is not complete and never loaded, and nothing in memory is lost.
+ * STORE_ERR_PROC_FAILED: a process failed before or during the call (localized variant too: a
+ * snapshot needs every key's first holder); the snapshot is not complete unless its manifest
+ * was written, and every survivor must call store_recover before the next one.
+ */
+store_status_t store_snapshot(store_t store, uint64_t *snapshot) RMASTORE_NAME(store_snapshot);
+
+/**
  * Modes of a store. The paper this design follows keeps the application's own recovery
  * procedure, which runs after store_recover, from leaving the store half-updated if another
  * failure strikes meanwhile:
@@ -601,6 +640,12 @@ typedef struct store_info {
    *  full number of copies (0 when it is idle), slots it repaired and bytes it wrote doing so,
    *  since store_init or the last successful store_recover. */
   uint64_t repair_backlog, repaired_slots, repaired_bytes;
+  /** The durable tier: the number of the last snapshot this store completed (0: none); the
+   *  snapshot store_init loaded (0: none, or no restore) and the values this process put back
+   *  from it; and the newer snapshots store_init skipped because they were incomplete or damaged
+   *  (the reasons are printed on standard error). */
+  uint64_t last_snapshot, restored_snapshot, restored_keys;
+  int snapshots_skipped;
 } store_info_t;
 
 /** Fills *info with its struct_size. Local. */

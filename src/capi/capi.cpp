@@ -61,6 +61,7 @@ store_status_t store_config_init(store_config_t *config) {
   config->helper_max_sleep_us = d.helper_max_sleep_us;
   config->detector = d.detector;
   config->recovery = d.recovery;
+  config->snapshot_keep = d.snapshot_keep;
   return STORE_OK;
 }
 
@@ -104,6 +105,10 @@ const char *store_strerror(store_status_t status) {
     return "not allowed in the store's current mode (transaction mode: puts only in transactions)";
   case STORE_ERR_TX_STATE:
     return "no transaction is open, or one is open already";
+  case STORE_ERR_IO:
+    return "the file system refused a snapshot's write or read (see the message on standard error)";
+  case STORE_ERR_SNAPSHOT_FORMAT:
+    return "the snapshot directory holds a snapshot of a format this library cannot read";
   }
   return "unknown status";
 }
@@ -137,11 +142,29 @@ store_status_t store_init_version(MPI_Comm comm, const store_config_t *config, s
       c.helper_max_sleep_us = full.helper_max_sleep_us;
       c.detector = full.detector;
       c.recovery = full.recovery;
+      if (full.snapshot_dir != nullptr) c.snapshot_dir = full.snapshot_dir;
+      c.snapshot_keep = full.snapshot_keep;
+      c.restore = full.restore != 0;
     }
     // A hook that cannot be installed fails creation on every process (it is collective).
     const store_status_t hook = install_finalize_hook();
     auto handle = std::make_unique<store_handle>();
     handle->impl = Store::create(comm, c, hook);
+    if (c.restore) {
+      try {
+        handle->impl->restore();
+      } catch (const rmastore::internal::StoreError &e) {
+        // Every process met the same status (restore agrees on it), so this finalize is
+        // collective; after a process failure the store is abandoned instead.
+        if (e.status() != STORE_ERR_PROC_FAILED) {
+          try {
+            handle->impl->finalize();
+          } catch (...) {
+          }
+        }
+        throw;
+      }
+    }
     handle->magic = kLiveMagic;
     remember_store(handle.get());
     *store = handle.release();
@@ -320,6 +343,14 @@ store_status_t store_finalize(store_t *store) {
 
 store_status_t store_recover(store_t store, MPI_Comm *new_comm) {
   return with_store(store, [&](Store &s) { return s.recover(new_comm); });
+}
+
+store_status_t store_snapshot(store_t store, uint64_t *snapshot) {
+  return with_store(store, [&](Store &s) {
+    const std::uint64_t seq = s.snapshot();
+    if (snapshot != nullptr) *snapshot = seq;
+    return STORE_OK;
+  });
 }
 
 store_status_t store_get_mode(store_t store, store_mode_t *mode) {

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "common/placement.hpp"
 #include "common/protocol.hpp"
@@ -20,6 +21,9 @@ struct Config {
   int helper_max_sleep_us = 1000;
   int detector = STORE_DETECTOR_NOTIFY;
   int recovery = STORE_RECOVERY_GLOBAL;
+  std::string snapshot_dir; // empty: no durable tier
+  int snapshot_keep = 2;
+  bool restore = false;
 };
 
 // Largest capacity_hint accepted: it sizes address space, and 1 TiB is far beyond any node.

@@ -37,6 +37,8 @@ bool g_parsed = false;
 // Every RMASTORE_FAULT_POINT in src/, so that a misspelled spec is refused instead of never
 // firing. tests/fault_points.sh checks this list against the sources.
 constexpr const char *kPoints[] = {"put.start",
+                                   "snapshot.part_written",
+                                   "snapshot.before_manifest",
                                    "put.between_copies",
                                    "put.before_switch",
                                    "enlarge.serve",

@@ -42,6 +42,10 @@ std::uint64_t slot_checksum(const SlotHeader &h, const void *value) {
   return XXH3_64bits(writer_part(c), kWriterBytes);
 }
 
+std::uint64_t bytes_checksum(const void *data, std::size_t len) {
+  return XXH3_64bits(data, len);
+}
+
 bool slot_valid(const SlotHeader &h, const void *value) {
   const std::uint64_t bits = flag_bits(h.flags);
   return h.version != kNoVersion && h.length <= h.capacity && in_place(h.length) &&

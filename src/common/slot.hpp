@@ -209,6 +209,8 @@ inline constexpr int lock_word_id(std::uint64_t w) {
 // and value). The checksum field itself is not covered.
 std::uint64_t header_checksum(const SlotHeader &h);
 std::uint64_t slot_checksum(const SlotHeader &h, const void *value);
+// XXH3 of any bytes (the durable tier's files).
+std::uint64_t bytes_checksum(const void *data, std::size_t len);
 
 // In-place copies: true if `h` and `value` (h.length bytes) form a complete, untorn copy (a
 // tombstone included).

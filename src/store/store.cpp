@@ -84,12 +84,15 @@ std::unique_ptr<Store> Store::create(MPI_Comm comm, const Config &cfg, store_sta
         cfg.helper_max_sleep_us < 0 || cfg.detector < STORE_DETECTOR_NOTIFY || cfg.detector > STORE_DETECTOR_OFF ||
         cfg.helper_max_sleep_us > 1'000'000 || cfg.node_id < -1 || cfg.recovery < STORE_RECOVERY_GLOBAL ||
         cfg.recovery > STORE_RECOVERY_LOCALIZED ||
-        (cfg.recovery == STORE_RECOVERY_LOCALIZED && cfg.detector == STORE_DETECTOR_OFF)) {
+        (cfg.recovery == STORE_RECOVERY_LOCALIZED && cfg.detector == STORE_DETECTOR_OFF) || cfg.snapshot_keep < 1 ||
+        (cfg.restore && cfg.snapshot_dir.empty())) {
       local = STORE_ERR_ARG;
     }
     if (local == STORE_OK) local = local_error;
     // Every process learns every other's verdict and the range of each setting in one call.
     const auto as64 = [](auto v) { return static_cast<std::int64_t>(v); };
+    // Kept below 2^62, so that negating it cannot overflow.
+    const std::int64_t dir_hash = as64(bytes_checksum(cfg.snapshot_dir.data(), cfg.snapshot_dir.size()) >> 2);
     const std::int64_t mine[] = {
         provided < MPI_THREAD_MULTIPLE ? 1 : 0,
         local != STORE_OK ? 1 : 0,
@@ -107,6 +110,12 @@ std::unique_ptr<Store> Store::create(MPI_Comm comm, const Config &cfg, store_sta
         -as64(cfg.recovery),
         cfg.node_id >= 0 ? 1 : 0,
         cfg.node_id >= 0 ? -1 : 0,
+        dir_hash,
+        -dir_hash,
+        as64(cfg.snapshot_keep),
+        -as64(cfg.snapshot_keep),
+        as64(cfg.restore),
+        -as64(cfg.restore),
     };
     constexpr int n = sizeof mine / sizeof mine[0];
     std::int64_t mx[n];
@@ -407,6 +416,10 @@ void Store::info(store_info_t &out) const {
   out.requests_sent = c.app.requests_sent;
   out.failed_processes = c.rt.detecting() ? c.rt.failures->failures() : 0;
   variant_->stats(out);
+  out.last_snapshot = last_snapshot_;
+  out.restored_snapshot = restored_snapshot_;
+  out.restored_keys = restored_keys_;
+  out.snapshots_skipped = snapshots_skipped_;
 }
 
 } // namespace rmastore::internal

@@ -56,6 +56,10 @@ public:
   void back_to_normal(); // collective
   // Collective.
   void finalize();
+  // The durable tier (snapshot.cpp). Both collective; snapshot() returns the new snapshot's
+  // number, restore() the number of the one it loaded (0: none in the directory).
+  std::uint64_t snapshot();
+  std::uint64_t restore();
   // Local, with no collective call: stops the helper and repair threads, so that no thread of
   // the store calls MPI after MPI_Finalize. Called at the start of MPI_Finalize (capi.cpp);
   // the store is unusable afterwards, and whatever MPI holds for it is freed by MPI_Finalize.
@@ -127,6 +131,8 @@ private:
   bool tx_open_ = false;
   TxValues tx_values_;
   store_recovery_t last_recovery_{};
+  std::uint64_t last_snapshot_ = 0, restored_snapshot_ = 0, restored_keys_ = 0;
+  int snapshots_skipped_ = 0;
   std::vector<store_key_t> lost_keys_;
 };
 

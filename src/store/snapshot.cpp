@@ -1,0 +1,217 @@
+// The durable tier: store_snapshot writes every value once to the snapshot directory, and
+// store_init with `restore` puts back the newest complete snapshot (durable/format.hpp has the
+// files). Both are collective, and every step that can fail on one process ends with all of
+// them agreeing on a status, so that a failure leaves every process with the same answer and
+// no manifest that names a part which is not on disk.
+#include <mpi.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "common/errors.hpp"
+#include "common/fault.hpp"
+#include "durable/format.hpp"
+#include "store/store.hpp"
+#include "transport/failure.hpp"
+
+namespace rmastore::internal {
+namespace {
+
+void collective(int rc, const char *call) {
+  if (is_failure_error(rc)) throw StoreError(STORE_ERR_PROC_FAILED, std::string("a process failed during ") + call);
+  check_mpi(rc, call);
+}
+
+// The lowest (most negative) of every process's status: the same on all of them.
+store_status_t agree(MPI_Comm comm, store_status_t mine) {
+  int in = mine, out = STORE_OK;
+  collective(MPI_Allreduce(&in, &out, 1, MPI_INT, MPI_MIN, comm), "MPI_Allreduce");
+  return static_cast<store_status_t>(out);
+}
+
+// Runs `step`, and turns what it throws into this process's status and message.
+template <class F> store_status_t attempt(F &&step, std::string *why) {
+  try {
+    step();
+    return STORE_OK;
+  } catch (const StoreError &e) {
+    if (e.status() == STORE_ERR_PROC_FAILED) throw;
+    *why = e.what();
+    return e.status();
+  } catch (const std::bad_alloc &) {
+    *why = "out of memory";
+    return STORE_ERR_NO_MEMORY;
+  }
+}
+
+// Throws the agreed status: this process's own reason if it failed, else the other's.
+void settle(MPI_Comm comm, store_status_t mine, const std::string &why, const char *what) {
+  const store_status_t all = agree(comm, mine);
+  if (all == STORE_OK) return;
+  if (mine != STORE_OK) throw StoreError(all, why);
+  throw StoreError(all, std::string(what) + " failed on another process");
+}
+
+} // namespace
+
+std::uint64_t Store::snapshot() {
+  require_healthy();
+  if (tx_open_) throw StoreError(STORE_ERR_TX_STATE, "store_snapshot with a transaction open");
+  Core &c = *core_;
+  const std::string &dir = c.config.snapshot_dir;
+  if (dir.empty()) throw StoreError(STORE_ERR_ARG, "no snapshot_dir in the store's configuration");
+  // A key whose first holder failed would be written by nobody: the localized variant's repairs
+  // must have run (store_recover finishes them).
+  if (c.rt.detecting() && c.rt.failures->failures() > 0)
+    throw StoreError(STORE_ERR_PROC_FAILED, "a process failed: call store_recover before store_snapshot");
+  c.app.drain();
+  MPI_Comm comm = c.rt.comm;
+  std::string why;
+
+  // The number: one above any in the directory, complete or not (a crashed snapshot's parts
+  // must not be mixed with this one's). This collective is also the cut: every process has
+  // entered the call, so every put that returned before is in memory.
+  std::uint64_t newest = 0;
+  store_status_t st = attempt(
+      [&] {
+        const std::vector<std::uint64_t> seqs = durable::list_snapshots(dir);
+        if (!seqs.empty()) newest = seqs.front();
+      },
+      &why);
+  std::uint64_t seq = 0;
+  collective(MPI_Allreduce(&newest, &seq, 1, MPI_UINT64_T, MPI_MAX, comm), "MPI_Allreduce");
+  ++seq;
+  settle(comm, st, why, "store_snapshot");
+
+  // Each process writes the values it is the first holder of.
+  durable::PartSummary mine;
+  st = attempt(
+      [&] {
+        durable::make_snapshot_dir(dir, seq);
+        durable::PartWriter part(dir, seq, static_cast<std::size_t>(c.rt.rank));
+        std::vector<std::byte> buf(4096);
+        for (const SlotStore::LocalCopy &copy : c.holder.slots.copies()) {
+          if (copy.id.ns != Ns::kValue || copy.state != CopyState::kComplete) continue;
+          const std::vector<int> holders = variant_->holders(copy.id.key);
+          if (holders.empty() || holders.front() != c.rt.rank) continue;
+          std::size_t len = 0;
+          ReadResult r;
+          while ((r = c.holder.slots.read_local(copy.id, buf.data(), buf.size(), &len)) == ReadResult::kTruncated ||
+                 r == ReadResult::kRetry) {
+            if (r == ReadResult::kTruncated) buf.resize(len);
+          }
+          if (r != ReadResult::kOk) continue; // deleted or lost since copies() looked
+          part.add(copy.id.key, buf.data(), len);
+        }
+        RMASTORE_FAULT_POINT("snapshot.part_written");
+        mine = part.finish();
+      },
+      &why);
+  settle(comm, st, why, "store_snapshot");
+
+  // Rank 0 names every part in the manifest, which makes the snapshot count.
+  const std::uint64_t line[3] = {mine.bytes, mine.records, mine.chain};
+  std::vector<std::uint64_t> lines(c.rt.rank == 0 ? 3 * static_cast<std::size_t>(c.rt.size) : 0);
+  collective(MPI_Gather(line, 3, MPI_UINT64_T, lines.data(), 3, MPI_UINT64_T, 0, comm), "MPI_Gather");
+  st = STORE_OK;
+  if (c.rt.rank == 0) {
+    st = attempt(
+        [&] {
+          RMASTORE_FAULT_POINT("snapshot.before_manifest");
+          durable::Manifest m;
+          m.seq = seq;
+          for (int i = 0; i < c.rt.size; ++i) {
+            const std::uint64_t *l = &lines[3 * static_cast<std::size_t>(i)];
+            m.parts.push_back(durable::PartSummary{l[0], l[1], l[2]});
+          }
+          durable::write_manifest(dir, m);
+        },
+        &why);
+    if (st == STORE_OK) {
+      // Only complete snapshots older than the newest `keep` complete ones go, and incomplete
+      // ones older than this: a failed removal only leaves files behind.
+      try {
+        int kept = 0;
+        for (std::uint64_t s : durable::list_snapshots(dir)) {
+          std::string ignored;
+          const bool complete = durable::read_manifest(dir, s, &ignored).has_value();
+          if (complete && kept < c.config.snapshot_keep) {
+            ++kept;
+          } else if (s < seq) {
+            durable::remove_snapshot(dir, s);
+          }
+        }
+      } catch (const StoreError &) {
+      }
+    }
+  }
+  settle(comm, st, why, "store_snapshot");
+  last_snapshot_ = seq;
+  return seq;
+}
+
+std::uint64_t Store::restore() {
+  Core &c = *core_;
+  const std::string &dir = c.config.snapshot_dir;
+  MPI_Comm comm = c.rt.comm;
+  std::string why;
+  // Rank 0's list, so that every process tries the same snapshots in the same order.
+  std::vector<std::uint64_t> seqs;
+  store_status_t st = STORE_OK;
+  if (c.rt.rank == 0) st = attempt([&] { seqs = durable::list_snapshots(dir); }, &why);
+  settle(comm, st, why, "store_init's restore");
+  std::uint64_t count = seqs.size();
+  collective(MPI_Bcast(&count, 1, MPI_UINT64_T, 0, comm), "MPI_Bcast");
+  seqs.resize(count);
+  collective(MPI_Bcast(seqs.data(), static_cast<int>(count), MPI_UINT64_T, 0, comm), "MPI_Bcast");
+
+  for (std::uint64_t seq : seqs) {
+    // Parts are read round robin: no process reads everything, whatever the two jobs' sizes.
+    std::vector<durable::Record> records;
+    bool usable = true;
+    st = attempt(
+        [&] {
+          const std::optional<durable::Manifest> m = durable::read_manifest(dir, seq, &why);
+          if (!m) {
+            usable = false;
+            return;
+          }
+          for (std::size_t i = static_cast<std::size_t>(c.rt.rank); i < m->parts.size();
+               i += static_cast<std::size_t>(c.rt.size)) {
+            std::optional<std::vector<durable::Record>> part = durable::read_part(dir, seq, i, m->parts[i], &why);
+            if (!part) {
+              usable = false;
+              return;
+            }
+            for (durable::Record &r : *part) records.push_back(std::move(r));
+          }
+        },
+        &why);
+    settle(comm, st, why, "store_init's restore");
+    int ok = usable ? 1 : 0, all = 0;
+    collective(MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, comm), "MPI_Allreduce");
+    if (all == 0) {
+      if (!usable)
+        std::fprintf(stderr, "rmastore: snapshot %llu in %s skipped: %s\n", static_cast<unsigned long long>(seq),
+                     dir.c_str(), why.c_str());
+      ++snapshots_skipped_;
+      continue;
+    }
+    std::vector<PutItem> items;
+    items.reserve(records.size());
+    for (const durable::Record &r : records) items.push_back(PutItem{r.key, r.value.data(), r.value.size()});
+    constexpr std::size_t kBatch = 512;
+    for (std::size_t i = 0; i < items.size(); i += kBatch) {
+      put_many({items.begin() + static_cast<std::ptrdiff_t>(i),
+                items.begin() + static_cast<std::ptrdiff_t>(std::min(items.size(), i + kBatch))});
+    }
+    settle(comm, STORE_OK, "", "store_init's restore");
+    restored_snapshot_ = seq;
+    restored_keys_ = records.size();
+    return seq;
+  }
+  return 0;
+}
+
+} // namespace rmastore::internal

@@ -1,0 +1,38 @@
+# The durable tier: a job writes snapshots, a new job of another size restores one in store_init
+# (tests/snapshot_restart.sh runs the jobs one after the other in a fresh directory).
+add_executable(test_snapshot test_snapshot.cpp)
+target_link_libraries(test_snapshot PRIVATE rmastore_test_util rmastore_build_flags)
+# snapshot_test(<name> <write np> <read np> <snapshot to restore> <newer ones skipped>
+#               [DAMAGE flip|truncate|nopart|nomanifest] [ENV ...] [LABELS ...])
+function(snapshot_test name wnp rnp expect skipped)
+  cmake_parse_arguments(S "" "DAMAGE" "ENV;LABELS" ${ARGN})
+  add_test(NAME snapshot_${name}
+           COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/snapshot_restart.sh ${RMASTORE_MPIRUN_TEST} ${MPIEXEC_EXECUTABLE}
+                   $<TARGET_FILE:test_snapshot> ${wnp} ${rnp} ${expect} ${skipped} ${S_DAMAGE})
+  set_tests_properties(snapshot_${name} PROPERTIES PROCESSORS 2 LABELS "mpi;snapshot;${S_LABELS}"
+                       ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0;${RMASTORE_TSAN_ENV};${S_ENV}")
+  rmastore_test_timeout(snapshot_${name} 240)
+endfunction()
+# Restart at the same, a smaller and a larger size, in both variants.
+snapshot_test(same 4 4 2 0)
+snapshot_test(smaller 4 2 2 0)
+snapshot_test(larger 3 7 2 0)
+snapshot_test(localized_smaller 4 3 2 0 ENV RMASTORE_TEST_RECOVERY=localized LABELS localized)
+snapshot_test(localized_larger 2 5 2 0 ENV RMASTORE_TEST_RECOVERY=localized LABELS localized)
+# A damaged newest snapshot is skipped (and said so), and the one before it is restored.
+snapshot_test(flipped_byte 4 3 1 1 DAMAGE flip)
+snapshot_test(truncated_part 4 3 1 1 DAMAGE truncate)
+snapshot_test(missing_part 4 3 1 1 DAMAGE nopart)
+snapshot_test(missing_manifest 4 3 1 1 DAMAGE nomanifest)
+# A process dies in the second snapshot, before the manifest or before its part is on disk: the
+# survivors get STORE_ERR_PROC_FAILED, and the snapshot is never loaded.
+snapshot_test(death_before_manifest 4 3 1 1 ENV RMASTORE_FAULT=snapshot.before_manifest@0\#2 LABELS ulfm)
+snapshot_test(death_writing_part 4 5 1 1 ENV RMASTORE_FAULT=snapshot.part_written@2\#2 LABELS ulfm)
+snapshot_test(localized_death_writing_part 4 3 1 1
+              ENV RMASTORE_FAULT=snapshot.part_written@1\#2 RMASTORE_TEST_RECOVERY=localized LABELS ulfm localized)
+# The statuses: no snapshot_dir, a missing directory, an empty one, a newer format.
+add_test(NAME snapshot_errors COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/snapshot_restart.sh ${RMASTORE_MPIRUN_TEST}
+                                      ${MPIEXEC_EXECUTABLE} $<TARGET_FILE:test_snapshot> errors 3)
+set_tests_properties(snapshot_errors PROPERTIES PROCESSORS 2 LABELS "mpi;snapshot"
+                     ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0;${RMASTORE_TSAN_ENV}")
+rmastore_test_timeout(snapshot_errors 120)

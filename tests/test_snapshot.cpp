@@ -1,0 +1,353 @@
+// The durable tier through the public API: a job writes two snapshots (and changes after the
+// second, which no snapshot holds), ends, and a new job of any size restores the newest complete
+// snapshot in store_init. Run in phases by tests/snapshot_restart.sh, one mpirun each:
+//   --phase write    puts generation 1, snapshot; generation 2 (updates, deletes, new keys),
+//                    snapshot; generation 3, no snapshot. With RMASTORE_FAULT at a snapshot
+//                    point a process dies in the second snapshot: the survivors must get
+//                    STORE_ERR_PROC_FAILED from it.
+//   --phase corrupt  damages the second snapshot (one process, no store): a flipped byte, a
+//                    truncated part, a missing part or a missing manifest.
+//   --phase read     store_init with restore: --expect N is the snapshot to be loaded, and every
+//                    key must hold exactly that snapshot's value or be absent; every value must
+//                    be back with its full number of copies.
+//   --phase errors   the statuses: no snapshot_dir, a missing directory, a newer format, an
+//                    empty directory.
+#include <getopt.h>
+#include <mpi.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "rmastore/store.h"
+#include "test_util.hpp"
+
+namespace {
+
+using rmastore::test::check_value;
+using rmastore::test::make_value;
+
+constexpr store_key_t kKeys = 240;   // generation 1's keys: 1..kKeys
+constexpr store_key_t kNewKeys = 40; // generation 2 adds kKeys+1..kKeys+kNewKeys
+constexpr std::size_t kLongest = 40000;
+
+std::size_t length_of(store_key_t key) {
+  if (key % 17 == 0) return 20000 + key; // beyond the in-place limit: double-buffered copies
+  return (key * 37) % 3000;
+}
+
+// The version a key holds after `generation` (1-3), 0 if it is absent.
+std::uint64_t expected(store_key_t key, int generation) {
+  std::uint64_t v = key <= kKeys ? 1 : 0;
+  if (generation >= 2) {
+    if (key > kKeys)
+      v = 2;
+    else if (key % 7 == 0)
+      v = 0;
+    else if (key % 3 == 0)
+      v = 2;
+  }
+  if (generation >= 3 && v != 0) {
+    if (key % 11 == 0)
+      v = 0;
+    else if (key % 5 == 0)
+      v = 3;
+  }
+  return v;
+}
+
+bool ok(store_status_t st, const char *what, int rank) {
+  if (st == STORE_OK) return true;
+  std::fprintf(stderr, "rank %d: %s: %s\n", rank, what, store_strerror(st));
+  return false;
+}
+
+store_config_t config(const std::string &dir, bool restore) {
+  store_config_t cfg;
+  store_config_init(&cfg);
+  int size = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  cfg.replicas = size < 2 ? 1 : 2;
+  cfg.recovery = rmastore::test::test_recovery();
+  cfg.snapshot_dir = dir.empty() ? nullptr : dir.c_str();
+  cfg.restore = restore ? 1 : 0;
+  return cfg;
+}
+
+// Puts and deletes this rank's keys (key % size == rank) to reach `generation` from the one
+// before it.
+bool advance(store_t s, int generation, int rank, int size) {
+  const store_key_t last = generation == 1 ? kKeys : kKeys + kNewKeys;
+  for (store_key_t key = 1; key <= last; ++key) {
+    if (static_cast<int>(key % static_cast<store_key_t>(size)) != rank) continue;
+    const std::uint64_t before = generation == 1 ? 0 : expected(key, generation - 1);
+    const std::uint64_t after = expected(key, generation);
+    if (after == before) continue;
+    store_status_t st;
+    if (after == 0) {
+      st = store_delete(s, key);
+    } else {
+      const std::vector<std::byte> v = make_value(key, after, length_of(key));
+      st = store_put(s, key, v.data(), v.size());
+    }
+    if (!ok(st, "put or delete", rank)) return false;
+  }
+  return true;
+}
+
+bool write_phase(const std::string &dir, int rank, int size) {
+  const store_config_t cfg = config(dir, false);
+  store_t s = nullptr;
+  if (!ok(store_init(MPI_COMM_WORLD, &cfg, &s), "store_init", rank)) return false;
+  bool good = advance(s, 1, rank, size);
+  MPI_Barrier(MPI_COMM_WORLD);
+  std::uint64_t first = 0, second = 0;
+  good = ok(store_snapshot(s, &first), "the first store_snapshot", rank) && good;
+  good = advance(s, 2, rank, size) && good;
+  MPI_Barrier(MPI_COMM_WORLD);
+  const bool dying = std::getenv("RMASTORE_FAULT") != nullptr;
+  const store_status_t st = store_snapshot(s, &second);
+  if (dying) {
+    // The process the fault point killed never returns; every other one must hear of it.
+    if (st != STORE_ERR_PROC_FAILED) {
+      std::fprintf(stderr, "rank %d: the second store_snapshot returned %s, not STORE_ERR_PROC_FAILED\n", rank,
+                   store_strerror(st));
+      return false;
+    }
+    std::printf("rank %d: the second snapshot failed as it should: %s\n", rank, store_strerror(st));
+    return good; // the store is abandoned, like the job would be
+  }
+  good = ok(st, "the second store_snapshot", rank) && good;
+  if (second != first + 1) {
+    std::fprintf(stderr, "rank %d: snapshots %llu then %llu\n", rank, (unsigned long long)first,
+                 (unsigned long long)second);
+    good = false;
+  }
+  store_info_t info;
+  store_info_init(&info);
+  good = ok(store_get_info(s, &info), "store_get_info", rank) && good;
+  if (info.last_snapshot != second) good = false;
+  good = advance(s, 3, rank, size) && good; // in memory only: no snapshot holds it
+  MPI_Barrier(MPI_COMM_WORLD);
+  good = ok(store_finalize(&s), "store_finalize", rank) && good;
+  if (rank == 0) std::printf("wrote snapshots %llu and %llu\n", (unsigned long long)first, (unsigned long long)second);
+  return good;
+}
+
+// The newest snapshot directory in `dir`.
+std::string newest(const std::string &dir) {
+  std::string best;
+  for (int seq = 1; seq < 1000; ++seq) {
+    char name[32];
+    std::snprintf(name, sizeof name, "/snap-%010d", seq);
+    struct stat st {};
+    if (::stat((dir + name).c_str(), &st) == 0) best = dir + name;
+  }
+  return best;
+}
+
+bool corrupt_phase(const std::string &dir, const std::string &what) {
+  const std::string snap = newest(dir);
+  const std::string part = snap + "/part-1";
+  std::printf("damaging %s: %s\n", snap.c_str(), what.c_str());
+  if (what == "flip") {
+    std::fstream f(part, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(0, std::ios::end);
+    const std::streamoff size = f.tellg();
+    f.seekg(size / 2);
+    char c = 0;
+    f.read(&c, 1);
+    c = static_cast<char>(c ^ 0x10);
+    f.seekp(size / 2);
+    f.write(&c, 1);
+    return static_cast<bool>(f);
+  }
+  if (what == "truncate") {
+    struct stat st {};
+    return ::stat(part.c_str(), &st) == 0 && ::truncate(part.c_str(), st.st_size - 100) == 0;
+  }
+  if (what == "nopart") return ::unlink(part.c_str()) == 0;
+  if (what == "nomanifest") return ::unlink((snap + "/MANIFEST").c_str()) == 0;
+  return false;
+}
+
+bool read_phase(const std::string &dir, std::uint64_t expect, int skipped, int rank, int size) {
+  const store_config_t cfg = config(dir, true);
+  store_t s = nullptr;
+  if (!ok(store_init(MPI_COMM_WORLD, &cfg, &s), "store_init with restore", rank)) return false;
+  bool good = true;
+  store_info_t info;
+  store_info_init(&info);
+  good = ok(store_get_info(s, &info), "store_get_info", rank);
+  if (info.restored_snapshot != expect || info.snapshots_skipped != skipped) {
+    std::fprintf(stderr, "rank %d: restored snapshot %llu (%d skipped), expected %llu (%d skipped)\n", rank,
+                 (unsigned long long)info.restored_snapshot, info.snapshots_skipped, (unsigned long long)expect,
+                 skipped);
+    good = false;
+  }
+  const int generation = static_cast<int>(expect); // snapshot n holds generation n
+  std::vector<std::byte> buf(kLongest);
+  std::uint64_t live = 0, checked = 0;
+  for (store_key_t key = 1; key <= kKeys + kNewKeys; ++key) {
+    const std::uint64_t want = expected(key, generation);
+    if (want != 0) ++live;
+    if (static_cast<int>(key % static_cast<store_key_t>(size)) != rank) continue;
+    std::size_t len = 0;
+    const store_status_t st = store_get(s, key, buf.data(), buf.size(), &len);
+    std::uint64_t version = want;
+    ++checked;
+    if (want == 0 && st == STORE_ERR_NOT_FOUND) continue;
+    if (want != 0 && st == STORE_OK && len == length_of(key) && check_value(key, buf.data(), len, &version) &&
+        version == want)
+      continue;
+    std::fprintf(stderr, "rank %d: key %llu: %s, %zu bytes, version %llu; expected version %llu of %zu bytes\n", rank,
+                 (unsigned long long)key, store_strerror(st), len, (unsigned long long)version,
+                 (unsigned long long)want, want == 0 ? 0 : length_of(key));
+    good = false;
+  }
+  // Every value back with its full number of copies, placed for this job.
+  MPI_Barrier(MPI_COMM_WORLD);
+  good = ok(store_get_info(s, &info), "store_get_info", rank) && good;
+  std::uint64_t copies = info.local_copies, all = 0;
+  MPI_Allreduce(&copies, &all, 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
+  const std::uint64_t replicas = static_cast<std::uint64_t>(cfg.replicas);
+  if (all != live * replicas) {
+    std::fprintf(stderr, "rank %d: %llu copies in the store, expected %llu values x %llu\n", rank,
+                 (unsigned long long)all, (unsigned long long)live, (unsigned long long)replicas);
+    good = false;
+  }
+  good = ok(store_finalize(&s), "store_finalize", rank) && good;
+  std::printf("rank %d: snapshot %llu restored at %d processes, %llu keys checked\n", rank,
+              (unsigned long long)info.restored_snapshot, size, (unsigned long long)checked);
+  return good;
+}
+
+bool errors_phase(const std::string &dir, int rank) {
+  bool good = true;
+  const auto expect = [&](store_status_t got, store_status_t want, const char *what) {
+    if (got == want) return;
+    std::fprintf(stderr, "rank %d: %s: %s, expected %s\n", rank, what, store_strerror(got), store_strerror(want));
+    good = false;
+  };
+  // No snapshot_dir: store_snapshot refuses, and a restore needs one.
+  {
+    store_config_t cfg = config("", false);
+    store_t s = nullptr;
+    expect(store_init(MPI_COMM_WORLD, &cfg, &s), STORE_OK, "store_init");
+    expect(store_snapshot(s, nullptr), STORE_ERR_ARG, "store_snapshot without snapshot_dir");
+    expect(store_finalize(&s), STORE_OK, "store_finalize");
+    cfg.restore = 1;
+    expect(store_init(MPI_COMM_WORLD, &cfg, &s), STORE_ERR_ARG, "store_init with restore, no snapshot_dir");
+  }
+  // A directory that does not exist: STORE_ERR_IO, and the values in memory are still there.
+  {
+    const std::string missing = dir + "/missing";
+    const store_config_t cfg = config(missing, false);
+    store_t s = nullptr;
+    expect(store_init(MPI_COMM_WORLD, &cfg, &s), STORE_OK, "store_init");
+    const std::vector<std::byte> v = make_value(7, 1, 100);
+    if (rank == 0) expect(store_put(s, 7, v.data(), v.size()), STORE_OK, "store_put");
+    MPI_Barrier(MPI_COMM_WORLD);
+    expect(store_snapshot(s, nullptr), STORE_ERR_IO, "store_snapshot into a missing directory");
+    std::vector<std::byte> back(200);
+    std::size_t len = 0;
+    expect(store_get(s, 7, back.data(), back.size(), &len), STORE_OK, "store_get after the failed snapshot");
+    if (len != v.size() || std::memcmp(back.data(), v.data(), len) != 0) good = false;
+    expect(store_finalize(&s), STORE_OK, "store_finalize");
+    store_config_t r = config(missing, true);
+    expect(store_init(MPI_COMM_WORLD, &r, &s), STORE_ERR_IO, "store_init restoring from a missing directory");
+  }
+  // An empty directory: nothing to restore, an empty store.
+  {
+    const store_config_t cfg = config(dir, true);
+    store_t s = nullptr;
+    expect(store_init(MPI_COMM_WORLD, &cfg, &s), STORE_OK, "store_init restoring from an empty directory");
+    store_info_t info;
+    store_info_init(&info);
+    expect(store_get_info(s, &info), STORE_OK, "store_get_info");
+    if (info.restored_snapshot != 0 || info.local_copies != 0) good = false;
+    expect(store_finalize(&s), STORE_OK, "store_finalize");
+  }
+  // A snapshot of a newer format.
+  {
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == 0) {
+      ::mkdir((dir + "/snap-0000000001").c_str(), 0755);
+      std::ofstream(dir + "/snap-0000000001/MANIFEST") << "rmastore snapshot 99\n";
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    const store_config_t cfg = config(dir, true);
+    store_t s = nullptr;
+    expect(store_init(MPI_COMM_WORLD, &cfg, &s), STORE_ERR_SNAPSHOT_FORMAT, "store_init restoring a newer format");
+  }
+  return good;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  int provided = 0;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+  const rmastore::test::Cli cli{"test_snapshot --phase write|corrupt|read|errors --dir DIR [--what "
+                                "flip|truncate|nopart|nomanifest] [--expect N] [--skipped N]"};
+  std::string phase, dir, what;
+  long long expect = 0, skipped = 0;
+  static const option options[] = {{"phase", required_argument, nullptr, 'p'},
+                                   {"dir", required_argument, nullptr, 'd'},
+                                   {"what", required_argument, nullptr, 'w'},
+                                   {"expect", required_argument, nullptr, 'e'},
+                                   {"skipped", required_argument, nullptr, 's'},
+                                   {"help", no_argument, nullptr, 'h'},
+                                   {nullptr, 0, nullptr, 0}};
+  for (int c; (c = getopt_long(argc, argv, ":p:d:w:e:s:h", options, nullptr)) != -1;) {
+    switch (c) {
+    case 'p':
+      phase = optarg;
+      break;
+    case 'd':
+      dir = optarg;
+      break;
+    case 'w':
+      what = optarg;
+      break;
+    case 'e':
+      expect = cli.integer("--expect", optarg, 0, 1000);
+      break;
+    case 's':
+      skipped = cli.integer("--skipped", optarg, 0, 1000);
+      break;
+    case 'h':
+      cli.help();
+    default:
+      cli.bad_option(c, argv);
+    }
+  }
+  cli.no_operands(argc, argv);
+  if (dir.empty()) cli.error("--dir is required");
+  int rank = 0, size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  bool pass;
+  if (phase == "write") {
+    pass = write_phase(dir, rank, size);
+  } else if (phase == "corrupt") {
+    pass = corrupt_phase(dir, what);
+  } else if (phase == "read") {
+    pass = read_phase(dir, static_cast<std::uint64_t>(expect), static_cast<int>(skipped), rank, size);
+  } else if (phase == "errors") {
+    pass = errors_phase(dir, rank);
+  } else {
+    cli.error("--phase must be write, corrupt, read or errors");
+  }
+  rmastore::test::write_verdict(pass);
+  if (std::getenv("RMASTORE_FAULT") != nullptr) {
+    std::fflush(stdout);
+    _exit(0); // the store was abandoned with a dead process: MPI_Finalize could wait for it
+  }
+  MPI_Finalize();
+  return 0;
+}
