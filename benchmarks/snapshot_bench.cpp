@@ -1,0 +1,215 @@
+// snapshot_bench: what the durable tier costs (issue 26), each figure against a raw baseline
+// measured in the same run on the same directory.
+//
+//   mpirun -n 4 snapshot_bench --dir DIR [--mib 16,64] [--value-size B] [--replicas R] [--reps N]
+//
+// Every process puts --mib MiB of values (--value-size bytes each, default 64 KiB). Then, --reps
+// times, alternated:
+//   snapshot - store_snapshot, timed from a barrier to the slowest process's return. Bandwidth
+//              per process: the bytes of its own part over that time.
+//   raw      - every process writes the same number of bytes to a file of its own in DIR (1 MiB
+//              writes, then fsync), timed the same way: the sequential write bandwidth of the
+//              directory with fsync, the goal's baseline (snapshot at least 0.8x raw).
+//   restart  - store_finalize, then store_init with restore, timed: the whole restart (read
+//              the parts, check them, put every value back with its copies), against raw: every
+//              process reads its raw file back. Both read what was just written (the page cache
+//              holds it; a cold cache would slow both). Also the time of a store_init that
+//              restores nothing, the floor of any restart.
+// Output: one JSON object per line.
+#include <fcntl.h>
+#include <getopt.h>
+#include <mpi.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "bench_util.hpp"
+#include "rmastore/store.h"
+
+namespace {
+
+using namespace rmastore::bench;
+
+struct Options {
+  std::string dir;
+  std::vector<std::size_t> mib = {16, 64};
+  std::size_t value_size = 64 * 1024;
+  int replicas = 2;
+  int reps = 3;
+};
+
+constexpr const char *kUsage =
+    "usage: snapshot_bench --dir DIR [--mib 16,64] [--value-size B] [--replicas R] [--reps N] [--help]\n";
+
+int parse(int argc, char **argv, bool talk, Options &o) {
+  enum { kDir = 256, kMib, kValueSize, kReplicas, kReps, kHelp };
+  static const option longopts[] = {{"dir", required_argument, nullptr, kDir},
+                                    {"mib", required_argument, nullptr, kMib},
+                                    {"value-size", required_argument, nullptr, kValueSize},
+                                    {"replicas", required_argument, nullptr, kReplicas},
+                                    {"reps", required_argument, nullptr, kReps},
+                                    {"help", no_argument, nullptr, kHelp},
+                                    {nullptr, 0, nullptr, 0}};
+  const auto bad = [&](const char *what) {
+    if (talk) std::fprintf(stderr, "snapshot_bench: %s\n%s", what, kUsage);
+    return 2;
+  };
+  opterr = 0;
+  for (int c; (c = getopt_long(argc, argv, "", longopts, nullptr)) != -1;) {
+    switch (c) {
+    case kDir:
+      o.dir = optarg;
+      break;
+    case kMib: {
+      o.mib.clear();
+      for (const std::string &s : split(optarg)) {
+        std::size_t v = 0;
+        if (!parse_size(s, v) || v == 0) return bad("--mib takes positive sizes in MiB");
+        o.mib.push_back(v);
+      }
+      break;
+    }
+    case kValueSize:
+      if (!parse_size(optarg, o.value_size) || o.value_size == 0) return bad("--value-size must be positive");
+      break;
+    case kReplicas:
+      if (!parse_int(optarg, o.replicas, 1)) return bad("--replicas must be at least 1");
+      break;
+    case kReps:
+      if (!parse_int(optarg, o.reps, 1)) return bad("--reps must be at least 1");
+      break;
+    case kHelp:
+      if (talk) std::printf("%s", kUsage);
+      return 1;
+    default:
+      return bad("unknown option");
+    }
+  }
+  if (o.dir.empty()) return bad("--dir is required");
+  return 0;
+}
+
+void check(store_status_t st, const char *what) {
+  if (st == STORE_OK) return;
+  std::fprintf(stderr, "snapshot_bench: %s: %s\n", what, store_strerror(st));
+  MPI_Abort(MPI_COMM_WORLD, 1);
+}
+
+// Seconds from a barrier to the slowest process's end of `body`.
+template <class F> double timed(F &&body) {
+  MPI_Barrier(MPI_COMM_WORLD);
+  const double t0 = now_us();
+  body();
+  double mine = (now_us() - t0) / 1e6, slowest = 0;
+  MPI_Allreduce(&mine, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  return slowest;
+}
+
+void raw_write(const std::string &path, std::size_t bytes) {
+  std::vector<char> buf(std::size_t{1} << 20, 'x');
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd < 0) MPI_Abort(MPI_COMM_WORLD, 1);
+  for (std::size_t done = 0; done < bytes;) {
+    const std::size_t n = std::min(buf.size(), bytes - done);
+    if (::write(fd, buf.data(), n) != static_cast<ssize_t>(n)) MPI_Abort(MPI_COMM_WORLD, 1);
+    done += n;
+  }
+  if (::fsync(fd) != 0) MPI_Abort(MPI_COMM_WORLD, 1);
+  ::close(fd);
+}
+
+void raw_read(const std::string &path) {
+  std::vector<char> buf(std::size_t{1} << 20);
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0) MPI_Abort(MPI_COMM_WORLD, 1);
+  while (::read(fd, buf.data(), buf.size()) > 0) {
+  }
+  ::close(fd);
+}
+
+std::size_t file_size(const std::string &path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 ? static_cast<std::size_t>(st.st_size) : 0;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  int provided = 0;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+  int rank = 0, np = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &np);
+  Options o;
+  if (const int rc = parse(argc, argv, rank == 0, o); rc != 0) {
+    MPI_Finalize();
+    return rc == 1 ? 0 : rc;
+  }
+  const std::string raw_path = o.dir + "/raw-" + std::to_string(rank);
+  for (std::size_t mib : o.mib) {
+    store_config_t cfg;
+    store_config_init(&cfg);
+    cfg.replicas = std::min(o.replicas, np);
+    cfg.capacity_hint = mib << 21; // its copies and the copies it holds for others
+    cfg.snapshot_dir = o.dir.c_str();
+    cfg.snapshot_keep = 1;
+    store_t s = nullptr;
+    check(store_init(MPI_COMM_WORLD, &cfg, &s), "store_init");
+    const std::size_t values = (mib << 20) / o.value_size;
+    std::vector<char> value(o.value_size, static_cast<char>('a' + rank));
+    for (std::size_t i = 0; i < values; ++i) {
+      const store_key_t key = (static_cast<store_key_t>(rank) << 32) | i;
+      check(store_put(s, key, value.data(), value.size()), "store_put");
+    }
+    for (int rep = 1; rep <= o.reps; ++rep) {
+      std::uint64_t seq = 0;
+      const double snap = timed([&] { check(store_snapshot(s, &seq), "store_snapshot"); });
+      char part[64];
+      std::snprintf(part, sizeof part, "/snap-%010llu/part-%d", static_cast<unsigned long long>(seq), rank);
+      const std::size_t mine = file_size(o.dir + part);
+      std::size_t most = 0;
+      MPI_Allreduce(&mine, &most, 1, MPI_UNSIGNED_LONG, MPI_MAX, MPI_COMM_WORLD);
+      const double raw = timed([&] { raw_write(raw_path, most); });
+      if (rank == 0) {
+        const double snap_bw = static_cast<double>(most) / 1048576.0 / snap;
+        const double raw_bw = static_cast<double>(most) / 1048576.0 / raw;
+        std::printf("{\"op\":\"snapshot\",\"np\":%d,\"mib_per_process\":%zu,\"value_size\":%zu,\"replicas\":%d,"
+                    "\"rep\":%d,\"part_bytes\":%zu,\"seconds\":%.4f,\"raw_seconds\":%.4f,\"MiBps\":%.1f,"
+                    "\"raw_MiBps\":%.1f,\"ratio\":%.3f}\n",
+                    np, mib, o.value_size, cfg.replicas, rep, most, snap, raw, snap_bw, raw_bw, snap_bw / raw_bw);
+        std::fflush(stdout);
+      }
+    }
+    check(store_finalize(&s), "store_finalize");
+    // Restart from the last snapshot, against reading the raw files back.
+    cfg.restore = 1;
+    const double restart = timed([&] { check(store_init(MPI_COMM_WORLD, &cfg, &s), "store_init with restore"); });
+    const double raw = timed([&] { raw_read(raw_path); });
+    // What store_init costs without restoring anything: the floor of any restart.
+    store_t empty = nullptr;
+    cfg.restore = 0;
+    const double init = timed([&] { check(store_init(MPI_COMM_WORLD, &cfg, &empty), "store_init"); });
+    check(store_finalize(&empty), "store_finalize");
+    store_info_t info;
+    store_info_init(&info);
+    check(store_get_info(s, &info), "store_get_info");
+    std::uint64_t keys = info.restored_keys, all = 0;
+    MPI_Allreduce(&keys, &all, 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
+    if (rank == 0) {
+      std::printf("{\"op\":\"restart\",\"np\":%d,\"mib_per_process\":%zu,\"value_size\":%zu,\"replicas\":%d,"
+                  "\"keys\":%llu,\"seconds\":%.4f,\"init_seconds\":%.4f,\"raw_read_seconds\":%.4f,"
+                  "\"MiBps\":%.1f,\"ratio\":%.3f}\n",
+                  np, mib, o.value_size, cfg.replicas, static_cast<unsigned long long>(all), restart, init, raw,
+                  static_cast<double>(mib) / restart, restart / raw);
+      std::fflush(stdout);
+    }
+    check(store_finalize(&s), "store_finalize");
+    ::unlink(raw_path.c_str());
+  }
+  MPI_Finalize();
+  return 0;
+}
