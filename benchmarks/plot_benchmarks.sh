@@ -13,8 +13,8 @@
 # gnuplot (scripts/setup.sh installs both).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-matrix=${1:-$root/benchmarks/results/store_bench-2026-11-24-split.jsonl}
-localized=${2:-$root/benchmarks/results/localized-bench-2026-11-24-split.jsonl}
+matrix=${1:-$root/benchmarks/results/store_bench-2026-11-28-holder.jsonl}
+localized=${2:-$matrix}
 outdir=${3:-$root/docs/figures}
 for f in "$matrix" "$localized"; do
   [ -r "$f" ] || { echo "plot_benchmarks: cannot read $f" >&2; exit 2; }
