@@ -51,7 +51,8 @@ private:
   int max_regions_ = kFallbackMaxRegions;
 };
 
-// What a wait needs to know about the other processes. Implemented by the store.
+// What a wait needs to know about the other processes. Implemented by each client thread's
+// Agent (client/agent.hpp).
 class WaitContext {
 public:
   virtual ~WaitContext() = default;
