@@ -40,6 +40,14 @@ protected:
     const auto v = make_value(key, version, len);
     ASSERT_EQ(store_put(s_, key, v.data(), v.size()), STORE_OK) << "key " << key << " len " << len;
   }
+  // How many of `key`'s holders are other processes.
+  std::uint64_t remote_holders(store_key_t key) const {
+    const auto *impl = rmastore::internal::impl(s_);
+    std::vector<int> holders(static_cast<std::size_t>(impl->placement()->replicas()));
+    impl->placement()->holders(key, holders);
+    return static_cast<std::uint64_t>(
+        std::count_if(holders.begin(), holders.end(), [](int h) { return h != world_rank(); }));
+  }
   store_t s_ = nullptr;
 };
 
@@ -165,10 +173,7 @@ TEST_P(PutGet, RepeatPutsThatFitAreOneSided) {
   for (std::uint64_t v = 2; v < 50; ++v) put(key, v, 10 + v * 19 % 1000); // all fit in 1024
   ASSERT_EQ(store_get_info(s_, &after), STORE_OK);
   const auto *impl = rmastore::internal::impl(s_);
-  std::vector<int> holders(static_cast<std::size_t>(impl->placement()->replicas()));
-  impl->placement()->holders(key, holders);
-  const auto remote = static_cast<std::uint64_t>(
-      std::count_if(holders.begin(), holders.end(), [](int h) { return h != world_rank(); }));
+  const std::uint64_t remote = remote_holders(key);
   if (impl->localized()) {
     // Every put takes the copies' locks: one request per remote holder when uncontended.
     EXPECT_EQ(after.requests_sent - before.requests_sent, 48 * remote) << "uncontended puts took the slow path";
@@ -188,7 +193,32 @@ TEST_P(PutGet, RepeatPutsThatFitAreOneSided) {
   ASSERT_EQ(store_get_info(s_, &done), STORE_OK);
   std::uint64_t served = done.enlargements_served, total = 0;
   MPI_Allreduce(&served, &total, 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
-  EXPECT_GE(total, 2u * static_cast<std::uint64_t>(world_size()) * holders.size());
+  EXPECT_GE(total,
+            2u * static_cast<std::uint64_t>(world_size()) * static_cast<std::uint64_t>(impl->placement()->replicas()));
+}
+
+// A key another process wrote first: its records exist, and this process's grant replies say
+// so. Its repeat puts must send nothing either (the second put used to record the key again).
+TEST_P(PutGet, ASecondWritersRepeatPutsAreOneSided) {
+  const int p = world_size();
+  const auto key = static_cast<store_key_t>(7500 + world_rank());
+  put(static_cast<store_key_t>(7500 + (world_rank() + p - 1) % p), 1, 100); // the previous rank's key
+  MPI_Barrier(MPI_COMM_WORLD); // puts of one key by two processes must be ordered
+  put(key, 2, 100);            // this process's first put of its key: asks its holders
+  store_info_t before, after;
+  store_info_init(&before);
+  store_info_init(&after);
+  ASSERT_EQ(store_get_info(s_, &before), STORE_OK);
+  for (std::uint64_t v = 3; v < 20; ++v) put(key, v, 100);
+  ASSERT_EQ(store_get_info(s_, &after), STORE_OK);
+  const std::uint64_t remote = remote_holders(key);
+  if (rmastore::internal::impl(s_)->localized()) {
+    EXPECT_EQ(after.requests_sent - before.requests_sent, 17 * remote) << "uncontended puts took the slow path";
+  } else {
+    EXPECT_EQ(after.requests_sent, before.requests_sent) << "a second writer's repeat put sent a message";
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  expect_value(key, 19, 100);
 }
 
 TEST_P(PutGet, GetsReadTheLocalCopyWhenThereIsOne) {

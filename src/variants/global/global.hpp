@@ -45,8 +45,13 @@ private:
   };
   Grants acquire_write(const SlotId &id, std::size_t len, std::uint64_t *version);
   // Whether a put of value `id` that got `g` must record its key at the witnesses: when a holder
-  // showed no complete value, or nobody was asked and this process never recorded it.
-  bool needs_record(const SlotId &id, const Grants &g) { return g.fresh || (!g.asked && !c_.cache.witnessed(id)); }
+  // showed no complete value, or nobody was asked and this process never recorded it. Holders
+  // that all showed a complete value prove the records exist (witnesses.hpp): from then on the
+  // key counts as recorded here too, or a second writer's next put would record it again.
+  bool needs_record(const SlotId &id, const Grants &g) {
+    if (g.asked && !g.fresh) c_.cache.set_witnessed(id);
+    return g.fresh || (!g.asked && !c_.cache.witnessed(id));
+  }
   // Writes one slot's copies; a holder's failure is an error.
   void write(const std::vector<Copy> &copies, std::uint64_t key, std::uint64_t version, std::size_t length,
              std::uint64_t flags, const void *buf);
