@@ -268,6 +268,12 @@ const char *store_strerror(store_status_t status) RMASTORE_NAME(store_strerror);
  * STORE_ERR_ARG for store == NULL or comm == MPI_COMM_NULL, STORE_ERR_MPI_STATE when MPI is not
  * initialised, and STORE_ERR_VERSION.
  *
+ * With config->restore, the store is filled from the newest complete snapshot in
+ * config->snapshot_dir (see store_snapshot), whatever the number of processes that wrote it;
+ * incomplete or damaged snapshots are skipped and counted in store_info_t::snapshots_skipped.
+ * STORE_ERR_IO (the directory cannot be read) and STORE_ERR_SNAPSHOT_FORMAT (a newer format)
+ * are then returned on every process alike, and no store is created.
+ *
  * Side effect: if SIGPIPE is at its default action, store_init sets it to ignored. Open MPI's
  * TCP transport writes to the connection of a process that died without suppressing SIGPIPE,
  * which would end the survivor (docs/operations.md). A handler the application installed is
