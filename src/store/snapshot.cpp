@@ -5,8 +5,10 @@
 // no manifest that names a part which is not on disk.
 #include <mpi.h>
 
+#include <chrono>
 #include <cstdio>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "common/errors.hpp"
@@ -97,9 +99,16 @@ std::uint64_t Store::snapshot() {
           if (holders.empty() || holders.front() != c.rt.rank) continue;
           std::size_t len = 0;
           ReadResult r;
+          // A copy reads as torn only while something writes it, which the contract excludes
+          // (but for a localized repair): a copy that never settles is an error, not a hang.
+          int tries = 0;
           while ((r = c.holder.slots.read_local(copy.id, buf.data(), buf.size(), &len)) == ReadResult::kTruncated ||
                  r == ReadResult::kRetry) {
             if (r == ReadResult::kTruncated) buf.resize(len);
+            if (++tries > 100) std::this_thread::sleep_for(std::chrono::microseconds(100)); // ~1 s in all
+            if (tries == 10000)
+              throw StoreError(STORE_ERR_INTERNAL, "the copy of key " + std::to_string(copy.id.key) +
+                                                       " kept changing during store_snapshot");
           }
           if (r != ReadResult::kOk) continue; // deleted or lost since copies() looked
           part.add(copy.id.key, buf.data(), len);
