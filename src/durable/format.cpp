@@ -71,6 +71,17 @@ void fsync_path(const std::string &path, int flags) {
   if (rc != 0) io_error("cannot sync", path, err);
 }
 
+void write_all(int fd, const void *data, std::size_t len, const std::string &path) {
+  const auto *p = static_cast<const char *>(data);
+  while (len > 0) {
+    const ssize_t n = ::write(fd, p, len);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) io_error("cannot write", path, errno);
+    p += n;
+    len -= static_cast<std::size_t>(n);
+  }
+}
+
 bool read_all(int fd, void *buf, std::size_t len) {
   auto *p = static_cast<char *>(buf);
   while (len > 0) {
@@ -135,15 +146,7 @@ void PartWriter::write_out(const void *data, std::size_t len) {
 }
 
 void PartWriter::flush() {
-  const std::byte *p = buf_.data();
-  std::size_t left = buf_.size();
-  while (left > 0) {
-    const ssize_t n = ::write(fd_, p, left);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) io_error("cannot write", path_, errno);
-    p += n;
-    left -= static_cast<std::size_t>(n);
-  }
+  write_all(fd_, buf_.data(), buf_.size(), path_);
   buf_.clear();
 }
 
@@ -243,23 +246,12 @@ void write_manifest(const std::string &dir, const Manifest &m) {
   const std::string tmp = snap + "/MANIFEST.tmp";
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) io_error("cannot create", tmp, errno);
-  const char *p = text.data();
-  std::size_t left = text.size();
-  while (left > 0) {
-    const ssize_t n = ::write(fd, p, left);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      const int err = errno;
-      ::close(fd);
-      io_error("cannot write", tmp, err);
-    }
-    p += n;
-    left -= static_cast<std::size_t>(n);
-  }
-  if (::fsync(fd) != 0) {
-    const int err = errno;
+  try {
+    write_all(fd, text.data(), text.size(), tmp);
+    if (::fsync(fd) != 0) io_error("cannot sync", tmp, errno);
+  } catch (...) {
     ::close(fd);
-    io_error("cannot sync", tmp, err);
+    throw;
   }
   if (::close(fd) != 0) io_error("cannot close", tmp, errno);
   if (::rename(tmp.c_str(), (snap + "/MANIFEST").c_str()) != 0) io_error("cannot rename", tmp, errno);

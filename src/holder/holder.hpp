@@ -26,7 +26,7 @@ namespace rmastore::internal {
 class Holder {
 public:
   Holder(const Config &config, Runtime &rt, Membership &membership)
-      : slots(config, rt), grants(slots, rt, membership), locks(config, slots, rt, membership), rt_(rt) {}
+      : slots(config, rt), grants(slots, rt, membership), locks(slots, rt, membership), rt_(rt) {}
   Holder(const Holder &) = delete;
   Holder &operator=(const Holder &) = delete;
 

@@ -22,8 +22,7 @@ CtrlMsg LockServer::grant_locked(const SlotId &id, Block &block, const CtrlMsg &
   if (id.ns == Ns::kValue) {
     const SlotId pid{id.key, Ns::kPending};
     pending = slots_.find_locked(pid);
-    if (pending == nullptr && (msg.flags & kLockPending) != 0)
-      pending = slots_.create_locked(pid, std::max<std::size_t>(msg.length, config_.initial_slot_size));
+    if (pending == nullptr && (msg.flags & kLockPending) != 0) pending = slots_.create_locked(pid, msg.length);
     if (pending != nullptr && (msg.flags & kLockPending) != 0 && pending->capacity < msg.length)
       slots_.grow_locked(pid, *pending, msg.length);
   }

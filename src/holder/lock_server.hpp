@@ -11,7 +11,6 @@
 #include <unordered_map>
 #include <vector>
 
-#include "common/config.hpp"
 #include "holder/slot_store.hpp"
 #include "transport/membership.hpp"
 #include "transport/runtime.hpp"
@@ -21,8 +20,7 @@ namespace rmastore::internal {
 class LockServer {
 public:
   // Grants go out through rt's helper; lock owners are named by membership's ids.
-  LockServer(const Config &config, SlotStore &slots, Runtime &rt, Membership &membership)
-      : config_(config), slots_(slots), rt_(rt), membership_(membership) {}
+  LockServer(SlotStore &slots, Runtime &rt, Membership &membership) : slots_(slots), rt_(rt), membership_(membership) {}
   LockServer(const LockServer &) = delete;
   LockServer &operator=(const LockServer &) = delete;
 
@@ -62,7 +60,6 @@ private:
   // Whether the process a lock word names is gone. Loops take `view` once, not per slot.
   bool owner_dead(std::uint64_t owner, const View &view) const;
 
-  const Config &config_;
   SlotStore &slots_;
   Runtime &rt_;
   Membership &membership_;

@@ -41,7 +41,7 @@ SlotStore::Block *SlotStore::find_or_create_locked(const SlotId &id, const CtrlM
   }
   Block *made = nullptr;
   *refused = or_refusal(msg, [&] {
-    made = create_locked(id, std::max<std::size_t>(msg.length, config_.initial_slot_size));
+    made = create_locked(id, msg.length);
     ++enlargements_served_;
     return reply_to(msg);
   });
@@ -49,7 +49,8 @@ SlotStore::Block *SlotStore::find_or_create_locked(const SlotId &id, const CtrlM
 }
 
 SlotStore::Block *SlotStore::create_locked(const SlotId &id, std::size_t length) {
-  return &table_.emplace(id, allocator_->allocate(length, id.key, id.ns)).first->second;
+  const std::size_t size = std::max<std::size_t>(length, config_.initial_slot_size);
+  return &table_.emplace(id, allocator_->allocate(size, id.key, id.ns)).first->second;
 }
 
 SlotStore::Block SlotStore::move_locked(const SlotId &id, Block &block, std::size_t need) {

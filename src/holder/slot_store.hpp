@@ -53,7 +53,8 @@ public:
   // The slot `msg` is about, made if a writer or locker asks for a new one. nullptr with the
   // reply in *refused: not found (a lookup, or a request that makes none), or no memory.
   Block *find_or_create_locked(const SlotId &id, const CtrlMsg &msg, CtrlMsg *refused);
-  // A new slot `id` of at least `length` bytes. Throws std::bad_alloc or StoreError.
+  // A new slot `id` of at least `length` bytes (and of the configured initial size). Throws
+  // std::bad_alloc or StoreError.
   Block *create_locked(const SlotId &id, std::size_t length);
   // Moves `block` (slot `id`) to fresh memory of at least `need` bytes, with its value. The old
   // block is returned, marked moved but not released: readers that cached its address may

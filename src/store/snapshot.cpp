@@ -20,15 +20,10 @@
 namespace rmastore::internal {
 namespace {
 
-void collective(int rc, const char *call) {
-  if (is_failure_error(rc)) throw StoreError(STORE_ERR_PROC_FAILED, std::string("a process failed during ") + call);
-  check_mpi(rc, call);
-}
-
 // The lowest (most negative) of every process's status: the same on all of them.
 store_status_t agree(MPI_Comm comm, store_status_t mine) {
   int in = mine, out = STORE_OK;
-  collective(MPI_Allreduce(&in, &out, 1, MPI_INT, MPI_MIN, comm), "MPI_Allreduce");
+  check_collective(MPI_Allreduce(&in, &out, 1, MPI_INT, MPI_MIN, comm), "MPI_Allreduce", "a snapshot");
   return static_cast<store_status_t>(out);
 }
 
@@ -82,7 +77,7 @@ std::uint64_t Store::snapshot() {
       },
       &why);
   std::uint64_t seq = 0;
-  collective(MPI_Allreduce(&newest, &seq, 1, MPI_UINT64_T, MPI_MAX, comm), "MPI_Allreduce");
+  check_collective(MPI_Allreduce(&newest, &seq, 1, MPI_UINT64_T, MPI_MAX, comm), "MPI_Allreduce", "a snapshot");
   ++seq;
   settle(comm, st, why, "store_snapshot");
 
@@ -122,7 +117,8 @@ std::uint64_t Store::snapshot() {
   // Rank 0 names every part in the manifest, which makes the snapshot count.
   const std::uint64_t line[3] = {mine.bytes, mine.records, mine.chain};
   std::vector<std::uint64_t> lines(c.rt.rank == 0 ? 3 * static_cast<std::size_t>(c.rt.size) : 0);
-  collective(MPI_Gather(line, 3, MPI_UINT64_T, lines.data(), 3, MPI_UINT64_T, 0, comm), "MPI_Gather");
+  check_collective(MPI_Gather(line, 3, MPI_UINT64_T, lines.data(), 3, MPI_UINT64_T, 0, comm), "MPI_Gather",
+                   "a snapshot");
   st = STORE_OK;
   if (c.rt.rank == 0) {
     st = attempt(
@@ -171,9 +167,10 @@ std::uint64_t Store::restore() {
   if (c.rt.rank == 0) st = attempt([&] { seqs = durable::list_snapshots(dir); }, &why);
   settle(comm, st, why, "store_init's restore");
   std::uint64_t count = seqs.size();
-  collective(MPI_Bcast(&count, 1, MPI_UINT64_T, 0, comm), "MPI_Bcast");
+  check_collective(MPI_Bcast(&count, 1, MPI_UINT64_T, 0, comm), "MPI_Bcast", "store_init's restore");
   seqs.resize(count);
-  collective(MPI_Bcast(seqs.data(), static_cast<int>(count), MPI_UINT64_T, 0, comm), "MPI_Bcast");
+  check_collective(MPI_Bcast(seqs.data(), static_cast<int>(count), MPI_UINT64_T, 0, comm), "MPI_Bcast",
+                   "store_init's restore");
 
   for (std::uint64_t seq : seqs) {
     // Parts are read round robin: no process reads everything, whatever the two jobs' sizes.
@@ -198,9 +195,8 @@ std::uint64_t Store::restore() {
         },
         &why);
     settle(comm, st, why, "store_init's restore");
-    int ok = usable ? 1 : 0, all = 0;
-    collective(MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, comm), "MPI_Allreduce");
-    if (all == 0) {
+    // A part missing or damaged anywhere: this snapshot is skipped by all.
+    if (agree(comm, usable ? STORE_OK : STORE_ERR_IO) != STORE_OK) {
       if (!usable)
         std::fprintf(stderr, "rmastore: snapshot %llu in %s skipped: %s\n", static_cast<unsigned long long>(seq),
                      dir.c_str(), why.c_str());

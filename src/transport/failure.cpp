@@ -133,4 +133,9 @@ bool is_failure_error(int rc) {
   return cls == MPIX_ERR_PROC_FAILED || cls == MPIX_ERR_PROC_FAILED_PENDING || cls == MPIX_ERR_REVOKED;
 }
 
+void check_collective(int rc, const char *call, const char *what) {
+  if (is_failure_error(rc)) throw StoreError(STORE_ERR_PROC_FAILED, std::string("a process failed during ") + what);
+  check_mpi(rc, call);
+}
+
 } // namespace rmastore::internal

@@ -58,5 +58,8 @@ int tolerant_barrier(MPI_Comm comm, FailureState &state);
 
 // True for the error classes by which ULFM reports a failure or a revocation.
 bool is_failure_error(int rc);
+// For a collective over the store's processes: a failure or revocation it met is
+// STORE_ERR_PROC_FAILED ("a process failed during <what>"), any other error check_mpi's.
+void check_collective(int rc, const char *call, const char *what);
 
 } // namespace rmastore::internal

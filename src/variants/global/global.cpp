@@ -296,18 +296,14 @@ void GlobalVariant::back_to_normal(bool tx_open) {
   // have switched and others not; the failure sends all of them through store_recover, which
   // puts all in transaction mode again.
   int ok = tx_open ? 0 : 1, all = 0;
-  const int rc = MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, c_.rt.comm);
-  if (is_failure_error(rc)) throw StoreError(STORE_ERR_PROC_FAILED, "a process failed");
-  check_mpi(rc, "MPI_Allreduce");
+  check_collective(MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, c_.rt.comm), "MPI_Allreduce", "store_back_to_normal");
   if (!all) throw StoreError(STORE_ERR_TX_STATE, "a process has a transaction open");
   mode_ = STORE_MODE_NORMAL;
 }
 
 bool GlobalVariant::finalize_barrier() {
   // A process that dies while the others wait here is a process failure, like any other.
-  const int rc = MPI_Barrier(c_.rt.comm);
-  if (is_failure_error(rc)) throw StoreError(STORE_ERR_PROC_FAILED, "a process failed during store_finalize");
-  check_mpi(rc, "MPI_Barrier");
+  check_collective(MPI_Barrier(c_.rt.comm), "MPI_Barrier", "store_finalize");
   return false;
 }
 
