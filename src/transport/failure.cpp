@@ -67,7 +67,8 @@ void absorb_failures(MPI_Comm comm, FailureState &state) {
 // known dead only after it died, so every survivor hears from every survivor. Not
 // MPIX_Comm_agree: in Open MPI 5.0.7 the agreement segfaulted in
 // ompi_errhandler_proc_failed_internal at store_finalize after two deaths (1 in 24 runs), while
-// the helper thread progressed MPI.
+// the helper thread progressed MPI: the defect that scripts/openmpi-patches/0010 fixes, which
+// stock releases still have.
 int tolerant_barrier(MPI_Comm comm, FailureState &state) {
   constexpr int kTag = 78;
   int size = 0, rank = 0;

@@ -13,8 +13,9 @@ namespace rmastore::test::failure {
 // communicator that may hold dead ones. The localized variant needs no survivors'
 // communicator, and making one for the test is not reliable in Open MPI 5.0.7: the agreement
 // inside MPIX_Comm_shrink crashed (segfault in era_iagree_req_complete_cb) in 1 of about 13
-// runs, MPI_Comm_create_group refuses a parent with failed processes, and
-// MPI_Comm_create_from_group hung in ompi_comm_activate in 1 of 3.
+// runs (with two threads in MPI: scripts/openmpi-patches/0010), MPI_Comm_create_group refuses
+// a parent with failed processes, and MPI_Comm_create_from_group hung in ompi_comm_activate in
+// 1 of 3.
 class Peers {
 public:
   Peers() = default;

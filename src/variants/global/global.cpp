@@ -292,9 +292,10 @@ void GlobalVariant::commit(const TxValues &values) {
 void GlobalVariant::back_to_normal(bool tx_open) {
   // A reduction, not MPIX_Comm_agree: Open MPI 5.0.7's agreement sometimes returned success
   // with 0 when every process contributed 1 (4 of 150 runs of tests/test_failure --seed 1160,
-  // on the third agreement after a shrink). If a process fails meanwhile, some processes may
-  // have switched and others not; the failure sends all of them through store_recover, which
-  // puts all in transaction mode again.
+  // on the third agreement after a shrink): with the helper thread in MPI, a deferred agreement
+  // message lost its value (scripts/openmpi-patches/0010; stock releases still have it). If a
+  // process fails meanwhile, some processes may have switched and others not; the failure sends
+  // all of them through store_recover, which puts all in transaction mode again.
   int ok = tx_open ? 0 : 1, all = 0;
   check_collective(MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, c_.rt.comm), "MPI_Allreduce", "store_back_to_normal");
   if (!all) throw StoreError(STORE_ERR_TX_STATE, "a process has a transaction open");
