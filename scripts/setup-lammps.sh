@@ -8,9 +8,10 @@
 # The source is the orig tarball of Debian 13's source package lammps (20250204+dfsg.1), built
 # with LAMMPS's own CMake and only the packages MOLECULE, KSPACE (built-in KISS FFT) and RIGID,
 # which bench/'s in.lj, in.chain and in.rhodo need. The install is cached in $RMASTORE_LAMMPS_PREFIX (default
-# ~/.cache/rmastore/lammps-20250204), which records a build id: the configure line below and
-# the Open MPI it was built with. A cached build with another id is rebuilt, so a rebuilt Open
-# MPI brings a rebuilt LAMMPS.
+# ~/.cache/rmastore/lammps-20250204), which records a build id: the configure line below, the
+# MPI's path and its installed headers. A cached build with another id is rebuilt. An Open MPI
+# rebuilt for a patch of its sources keeps its headers, and LAMMPS (which links libmpi
+# dynamically) is not rebuilt for it.
 #
 # On success it writes $RMASTORE_CACHE/lammps-env.sh, which exports LAMMPS_PREFIX (lib/liblammps.so,
 # include/lammps/library.h, bin/lmp, share/lammps-bench/).
@@ -29,10 +30,12 @@ bash "$HERE/setup.sh"
 # shellcheck source=/dev/null
 source "$RMASTORE_CACHE/mpi-env.sh"
 
-# Identifies the build: the configure line below and the MPI (its path, and the build id that
-# setup.sh records for the Open MPI it builds). A cached build with another id is rebuilt.
+# Identifies the build: the configure line below and the MPI LAMMPS compiles against (its path
+# and the contents of its headers, the interface that liblammps uses). A cached build with another
+# id is rebuilt.
 BUILD_ID=$( { sed -n '/^run_step configure/,/^$/p' "$HERE/setup-lammps.sh"; echo "$MPI_HOME";
-              cat "$MPI_HOME/.rmastore-build-id" 2>/dev/null || true; } | sha256sum | cut -c1-16)
+              find "$MPI_HOME/include" -type f -name '*.h' -print0 | LC_ALL=C sort -z | xargs -0 cat; } |
+            sha256sum | cut -c1-16)
 prefix=$RMASTORE_LAMMPS_PREFIX
 
 write_env() {
