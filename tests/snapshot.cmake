@@ -36,3 +36,10 @@ add_test(NAME snapshot_errors COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/snapshot_resta
 set_tests_properties(snapshot_errors PROPERTIES PROCESSORS 2 LABELS "mpi;snapshot"
                      ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0;${RMASTORE_TSAN_ENV}")
 rmastore_test_timeout(snapshot_errors 120)
+# A full disk: the snapshot fails with STORE_ERR_IO everywhere, nothing in memory is lost, and
+# the next snapshot, once there is room, is the one restored.
+add_test(NAME snapshot_full_disk COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/snapshot_restart.sh ${RMASTORE_MPIRUN_TEST}
+                                         ${MPIEXEC_EXECUTABLE} $<TARGET_FILE:test_snapshot> full 3 2)
+set_tests_properties(snapshot_full_disk PROPERTIES PROCESSORS 2 LABELS "mpi;snapshot"
+                     ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0;${RMASTORE_TSAN_ENV}")
+rmastore_test_timeout(snapshot_full_disk 120)

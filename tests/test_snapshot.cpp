@@ -12,11 +12,17 @@
 //                    be back with its full number of copies.
 //   --phase errors   the statuses: no snapshot_dir, a missing directory, a newer format, an
 //                    empty directory.
+//   --phase full     on a small file system of its own (tests/snapshot_restart.sh mounts it):
+//                    generation 1, snapshot 1; the disk is filled; generation 2, whose snapshot
+//                    must fail with STORE_ERR_IO on every process and lose nothing in memory;
+//                    room is made, and snapshot 3 holds generation 2.
+#include <fcntl.h>
 #include <getopt.h>
 #include <mpi.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -138,6 +144,94 @@ bool write_phase(const std::string &dir, int rank, int size) {
   return good;
 }
 
+// Fills the file system of `dir` with one file; returns whether a write then fails with ENOSPC
+// (the premise of the full-disk case).
+bool fill(const std::string &path) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd < 0) return false;
+  const std::vector<char> chunk(64 * 1024, 'x');
+  int err = 0;
+  for (std::size_t n = chunk.size(); n > 0; n /= 2) { // smaller writes fill the last blocks
+    while (::write(fd, chunk.data(), n) == static_cast<ssize_t>(n)) {
+    }
+    err = errno;
+  }
+  const bool full = err == ENOSPC && ::write(fd, chunk.data(), 1) < 0 && errno == ENOSPC;
+  ::close(fd);
+  return full;
+}
+
+// Every rank's own keys of `generation` read back from memory.
+bool check_generation(store_t s, int generation, int rank, int size) {
+  std::vector<std::byte> buf(kLongest);
+  bool good = true;
+  for (store_key_t key = 1; key <= kKeys + kNewKeys; ++key) {
+    if (static_cast<int>(key % static_cast<store_key_t>(size)) != rank) continue;
+    const std::uint64_t want = expected(key, generation);
+    std::size_t len = 0;
+    std::uint64_t version = want;
+    const store_status_t st = store_get(s, key, buf.data(), buf.size(), &len);
+    if (want == 0 ? st == STORE_ERR_NOT_FOUND
+                  : st == STORE_OK && check_value(key, buf.data(), len, &version) && version == want)
+      continue;
+    std::fprintf(stderr, "rank %d: key %llu after the failed snapshot: %s, version %llu, expected %llu\n", rank,
+                 (unsigned long long)key, store_strerror(st), (unsigned long long)version, (unsigned long long)want);
+    good = false;
+  }
+  return good;
+}
+
+bool full_phase(const std::string &dir, int rank, int size) {
+  const store_config_t cfg = config(dir, false);
+  store_t s = nullptr;
+  if (!ok(store_init(MPI_COMM_WORLD, &cfg, &s), "store_init", rank)) return false;
+  bool good = advance(s, 1, rank, size);
+  MPI_Barrier(MPI_COMM_WORLD);
+  std::uint64_t seq = 0;
+  good = ok(store_snapshot(s, &seq), "the first store_snapshot", rank) && good && seq == 1;
+  const std::string filler = dir + "/filler";
+  int full = 1;
+  if (rank == 0) full = fill(filler) ? 1 : 0;
+  MPI_Bcast(&full, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  if (!full) {
+    if (rank == 0) std::fprintf(stderr, "the file system of %s did not fill up (premise)\n", dir.c_str());
+    store_finalize(&s);
+    return false;
+  }
+  if (rank == 0) std::printf("the file system is full\n");
+  good = advance(s, 2, rank, size) && good;
+  MPI_Barrier(MPI_COMM_WORLD);
+  std::uint64_t failed = 0;
+  const store_status_t st = store_snapshot(s, &failed);
+  if (st != STORE_ERR_IO) {
+    std::fprintf(stderr, "rank %d: store_snapshot on a full disk returned %s, not STORE_ERR_IO\n", rank,
+                 store_strerror(st));
+    good = false;
+  }
+  std::printf("rank %d: the snapshot on a full disk: %s\n", rank, store_strerror(st));
+  store_info_t info;
+  store_info_init(&info);
+  good = ok(store_get_info(s, &info), "store_get_info", rank) && good;
+  if (info.last_snapshot != 1) {
+    std::fprintf(stderr, "rank %d: last_snapshot %llu after the failed one, expected 1\n", rank,
+                 (unsigned long long)info.last_snapshot);
+    good = false;
+  }
+  good = check_generation(s, 2, rank, size) && good;
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (rank == 0) ::unlink(filler.c_str());
+  MPI_Barrier(MPI_COMM_WORLD);
+  // One above the failed one, whose leftovers this snapshot removes.
+  good = ok(store_snapshot(s, &seq), "store_snapshot after room was made", rank) && good;
+  if (seq != 3) {
+    std::fprintf(stderr, "rank %d: snapshot %llu after room was made, expected 3\n", rank, (unsigned long long)seq);
+    good = false;
+  }
+  good = advance(s, 3, rank, size) && good;
+  MPI_Barrier(MPI_COMM_WORLD);
+  return ok(store_finalize(&s), "store_finalize", rank) && good;
+}
+
 // The newest snapshot directory in `dir`.
 std::string newest(const std::string &dir) {
   std::string best;
@@ -175,7 +269,7 @@ bool corrupt_phase(const std::string &dir, const std::string &what) {
   return false;
 }
 
-bool read_phase(const std::string &dir, std::uint64_t expect, int skipped, int rank, int size) {
+bool read_phase(const std::string &dir, std::uint64_t expect, int generation, int skipped, int rank, int size) {
   const store_config_t cfg = config(dir, true);
   store_t s = nullptr;
   if (!ok(store_init(MPI_COMM_WORLD, &cfg, &s), "store_init with restore", rank)) return false;
@@ -189,7 +283,6 @@ bool read_phase(const std::string &dir, std::uint64_t expect, int skipped, int r
                  skipped);
     good = false;
   }
-  const int generation = static_cast<int>(expect); // snapshot n holds generation n
   std::vector<std::byte> buf(kLongest);
   std::uint64_t live = 0, checked = 0;
   for (store_key_t key = 1; key <= kKeys + kNewKeys; ++key) {
@@ -292,18 +385,16 @@ bool errors_phase(const std::string &dir, int rank) {
 int main(int argc, char **argv) {
   int provided = 0;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
-  const rmastore::test::Cli cli{"test_snapshot --phase write|corrupt|read|errors --dir DIR [--what "
-                                "flip|truncate|nopart|nomanifest] [--expect N] [--skipped N]"};
+  const rmastore::test::Cli cli{"test_snapshot --phase write|corrupt|read|errors|full --dir DIR [--what "
+                                "flip|truncate|nopart|nomanifest] [--expect N] [--generation G] [--skipped N]"};
   std::string phase, dir, what;
-  long long expect = 0, skipped = 0;
-  static const option options[] = {{"phase", required_argument, nullptr, 'p'},
-                                   {"dir", required_argument, nullptr, 'd'},
-                                   {"what", required_argument, nullptr, 'w'},
-                                   {"expect", required_argument, nullptr, 'e'},
-                                   {"skipped", required_argument, nullptr, 's'},
-                                   {"help", no_argument, nullptr, 'h'},
-                                   {nullptr, 0, nullptr, 0}};
-  for (int c; (c = getopt_long(argc, argv, ":p:d:w:e:s:h", options, nullptr)) != -1;) {
+  long long expect = 0, skipped = 0, generation = 0;
+  static const option options[] = {
+      {"phase", required_argument, nullptr, 'p'},   {"dir", required_argument, nullptr, 'd'},
+      {"what", required_argument, nullptr, 'w'},    {"expect", required_argument, nullptr, 'e'},
+      {"skipped", required_argument, nullptr, 's'}, {"generation", required_argument, nullptr, 'g'},
+      {"help", no_argument, nullptr, 'h'},          {nullptr, 0, nullptr, 0}};
+  for (int c; (c = getopt_long(argc, argv, ":p:d:w:e:s:g:h", options, nullptr)) != -1;) {
     switch (c) {
     case 'p':
       phase = optarg;
@@ -319,6 +410,9 @@ int main(int argc, char **argv) {
       break;
     case 's':
       skipped = cli.integer("--skipped", optarg, 0, 1000);
+      break;
+    case 'g':
+      generation = cli.integer("--generation", optarg, 1, 3);
       break;
     case 'h':
       cli.help();
@@ -337,11 +431,15 @@ int main(int argc, char **argv) {
   } else if (phase == "corrupt") {
     pass = corrupt_phase(dir, what);
   } else if (phase == "read") {
-    pass = read_phase(dir, static_cast<std::uint64_t>(expect), static_cast<int>(skipped), rank, size);
+    // Snapshot n holds generation n unless --generation says otherwise.
+    pass = read_phase(dir, static_cast<std::uint64_t>(expect), static_cast<int>(generation ? generation : expect),
+                      static_cast<int>(skipped), rank, size);
   } else if (phase == "errors") {
     pass = errors_phase(dir, rank);
+  } else if (phase == "full") {
+    pass = full_phase(dir, rank, size);
   } else {
-    cli.error("--phase must be write, corrupt, read or errors");
+    cli.error("--phase must be write, corrupt, read, errors or full");
   }
   rmastore::test::write_verdict(pass);
   if (std::getenv("RMASTORE_FAULT") != nullptr) {

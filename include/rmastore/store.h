@@ -160,7 +160,8 @@ typedef enum store_status {
   STORE_ERR_TX_STATE = -18,
   /** store_snapshot, or store_init with restore: the file system refused (a full disk, a missing
    *  or read-only directory, ...). Nothing in memory is lost, and a snapshot that failed is never
-   *  loaded. */
+   *  loaded. The process whose file system refused prints the file and the reason on standard
+   *  error. */
   STORE_ERR_IO = -19,
   /** store_init with restore: snapshot_dir holds a snapshot of a format this library cannot
    *  read (a newer one). */
