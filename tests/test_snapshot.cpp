@@ -11,7 +11,7 @@
 //                    key must hold exactly that snapshot's value or be absent; every value must
 //                    be back with its full number of copies.
 //   --phase errors   the statuses: no snapshot_dir, a missing directory, a newer format, an
-//                    empty directory.
+//                    empty directory, another data set's snapshots (snapshot_name).
 //   --phase full     on a small file system of its own (tests/snapshot_restart.sh mounts it):
 //                    generation 1, snapshot 1; the disk is filled; generation 2, whose snapshot
 //                    must fail with STORE_ERR_IO on every process and lose nothing in memory;
@@ -363,6 +363,52 @@ bool errors_phase(const std::string &dir, int rank) {
     store_info_init(&info);
     expect(store_get_info(s, &info), STORE_OK, "store_get_info");
     if (info.restored_snapshot != 0 || info.local_copies != 0) good = false;
+    expect(store_finalize(&s), STORE_OK, "store_finalize");
+  }
+  // Another data set's snapshots: store_snapshot and restore refuse them, and leave them whole.
+  {
+    const std::string shared = dir + "/shared";
+    if (rank == 0) ::mkdir(shared.c_str(), 0755);
+    MPI_Barrier(MPI_COMM_WORLD);
+    const auto named = [&](const char *name, bool restore) {
+      store_config_t cfg = config(shared, restore);
+      cfg.snapshot_name = name;
+      return cfg;
+    };
+    store_t s = nullptr;
+    store_config_t cfg = named("alpha", false);
+    expect(store_init(MPI_COMM_WORLD, &cfg, &s), STORE_OK, "store_init named alpha");
+    const std::vector<std::byte> v = make_value(7, 1, 100);
+    if (rank == 0) expect(store_put(s, 7, v.data(), v.size()), STORE_OK, "store_put");
+    MPI_Barrier(MPI_COMM_WORLD);
+    std::uint64_t seq = 0;
+    expect(store_snapshot(s, &seq), STORE_OK, "store_snapshot named alpha");
+    expect(store_finalize(&s), STORE_OK, "store_finalize");
+    cfg = named("beta", false);
+    expect(store_init(MPI_COMM_WORLD, &cfg, &s), STORE_OK, "store_init named beta");
+    expect(store_snapshot(s, nullptr), STORE_ERR_SNAPSHOT_OTHER, "store_snapshot named beta over alpha's");
+    expect(store_finalize(&s), STORE_OK, "store_finalize");
+    cfg = named("beta", true);
+    expect(store_init(MPI_COMM_WORLD, &cfg, &s), STORE_ERR_SNAPSHOT_OTHER, "store_init restoring alpha's as beta");
+    cfg = named(nullptr, true);
+    expect(store_init(MPI_COMM_WORLD, &cfg, &s), STORE_ERR_SNAPSHOT_OTHER, "store_init restoring alpha's, no name");
+    cfg = named("a b", false);
+    expect(store_init(MPI_COMM_WORLD, &cfg, &s), STORE_ERR_ARG, "store_init with snapshot_name \"a b\"");
+    // alpha's snapshot is untouched: alpha restores it.
+    cfg = named("alpha", true);
+    expect(store_init(MPI_COMM_WORLD, &cfg, &s), STORE_OK, "store_init restoring alpha's as alpha");
+    store_info_t info;
+    store_info_init(&info);
+    expect(store_get_info(s, &info), STORE_OK, "store_get_info");
+    if (info.restored_snapshot != seq) {
+      std::fprintf(stderr, "rank %d: alpha restored snapshot %llu, expected %llu\n", rank,
+                   (unsigned long long)info.restored_snapshot, (unsigned long long)seq);
+      good = false;
+    }
+    std::vector<std::byte> back(200);
+    std::size_t len = 0;
+    expect(store_get(s, 7, back.data(), back.size(), &len), STORE_OK, "store_get of alpha's key");
+    if (len != v.size() || std::memcmp(back.data(), v.data(), len) != 0) good = false;
     expect(store_finalize(&s), STORE_OK, "store_finalize");
   }
   // A snapshot of a newer format.

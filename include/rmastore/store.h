@@ -165,11 +165,14 @@ typedef enum store_status {
   STORE_ERR_IO = -19,
   /** store_init with restore: snapshot_dir holds a snapshot of a format this library cannot
    *  read (a newer one). */
-  STORE_ERR_SNAPSHOT_FORMAT = -20
+  STORE_ERR_SNAPSHOT_FORMAT = -20,
+  /** store_snapshot, or store_init with restore: snapshot_dir holds snapshots of another data
+   *  set (their snapshot_name differs). Nothing is written, removed or loaded. */
+  STORE_ERR_SNAPSHOT_OTHER = -21
 } store_status_t;
 
 /** Lowest status value, for iterating over all of them. */
-#define STORE_STATUS_MIN STORE_ERR_SNAPSHOT_FORMAT
+#define STORE_STATUS_MIN STORE_ERR_SNAPSHOT_OTHER
 
 /** How a store learns that a process failed (store_config_t::detector). */
 typedef enum store_detector {
@@ -248,6 +251,12 @@ typedef struct store_config {
   /** Nonzero: store_init loads the newest complete snapshot in snapshot_dir (see store_snapshot),
    *  whatever the number of processes that wrote it. Default 0. */
   int restore;
+  /** The name of the data set, written into every snapshot: store_snapshot and restore refuse
+   *  a snapshot_dir that holds complete snapshots of another name (STORE_ERR_SNAPSHOT_OTHER),
+   *  so that two applications that share a directory never load or remove each other's.
+   *  1-64 characters of [A-Za-z0-9._-], the first a letter or digit; NULL or "" (default): no
+   *  name, which matches only snapshots without one. The same string on every process. */
+  const char *snapshot_name;
 } store_config_t;
 
 /** Fills *config with defaults. Local. Returns STORE_ERR_ARG if config is NULL. */
@@ -272,8 +281,9 @@ const char *store_strerror(store_status_t status) RMASTORE_NAME(store_strerror);
  * With config->restore, the store is filled from the newest complete snapshot in
  * config->snapshot_dir (see store_snapshot), whatever the number of processes that wrote it;
  * incomplete or damaged snapshots are skipped and counted in store_info_t::snapshots_skipped.
- * STORE_ERR_IO (the directory cannot be read) and STORE_ERR_SNAPSHOT_FORMAT (a newer format)
- * are then returned on every process alike, and no store is created.
+ * STORE_ERR_IO (the directory cannot be read), STORE_ERR_SNAPSHOT_FORMAT (a newer format) and
+ * STORE_ERR_SNAPSHOT_OTHER (the newest complete snapshot has another snapshot_name) are then
+ * returned on every process alike, and no store is created.
  *
  * Side effect: if SIGPIPE is at its default action, store_init sets it to ignored. Open MPI's
  * TCP transport writes to the connection of a process that died without suppressing SIGPIPE,
@@ -514,6 +524,9 @@ store_status_t store_recover(store_t store, MPI_Comm *new_comm) RMASTORE_NAME(st
  * place. Older snapshots are removed once this one is complete, keeping snapshot_keep.
  *
  * STORE_ERR_ARG: no snapshot_dir was configured. STORE_ERR_TX_STATE: a transaction is open.
+ * STORE_ERR_SNAPSHOT_OTHER: snapshot_dir holds a complete snapshot of another snapshot_name;
+ * STORE_ERR_SNAPSHOT_FORMAT: one of a format this library cannot read. Then nothing is written
+ * or removed.
  * STORE_ERR_IO: a process could not write its part (a full disk, a read-only or missing
  * directory); the snapshot is not complete and never loaded, and nothing in memory is lost.
  * STORE_ERR_PROC_FAILED: a process failed before or during the call (localized variant too: a

@@ -109,6 +109,8 @@ const char *store_strerror(store_status_t status) {
     return "the file system refused a snapshot's write or read (see the message on standard error)";
   case STORE_ERR_SNAPSHOT_FORMAT:
     return "the snapshot directory holds a snapshot of a format this library cannot read";
+  case STORE_ERR_SNAPSHOT_OTHER:
+    return "the snapshot directory holds snapshots of another data set (another snapshot_name)";
   }
   return "unknown status";
 }
@@ -143,6 +145,7 @@ store_status_t store_init_version(MPI_Comm comm, const store_config_t *config, s
       c.detector = full.detector;
       c.recovery = full.recovery;
       if (full.snapshot_dir != nullptr) c.snapshot_dir = full.snapshot_dir;
+      if (full.snapshot_name != nullptr) c.snapshot_name = full.snapshot_name;
       c.snapshot_keep = full.snapshot_keep;
       c.restore = full.restore != 0;
     }

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cinttypes>
 #include <cstdio>
@@ -96,7 +97,10 @@ bool read_all(int fd, void *buf, std::size_t len) {
 
 std::string manifest_body(const Manifest &m) {
   std::ostringstream o;
-  o << kManifestHead << ' ' << kFormat << '\n' << "seq " << m.seq << '\n' << "parts " << m.parts.size() << '\n';
+  o << kManifestHead << ' ' << kFormat << '\n'
+    << "seq " << m.seq << '\n'
+    << "name " << (m.name.empty() ? "-" : m.name) << '\n'
+    << "parts " << m.parts.size() << '\n';
   for (std::size_t i = 0; i < m.parts.size(); ++i) {
     const PartSummary &p = m.parts[i];
     o << "part " << i << ' ' << p.bytes << ' ' << p.records << ' ' << p.chain << '\n';
@@ -105,6 +109,15 @@ std::string manifest_body(const Manifest &m) {
 }
 
 } // namespace
+
+bool valid_name(const std::string &name) {
+  if (name.empty()) return true;
+  if (name.size() > 64 || !std::isalnum(static_cast<unsigned char>(name[0]))) return false;
+  return std::all_of(name.begin(), name.end(), [](char ch) {
+    const auto u = static_cast<unsigned char>(ch);
+    return std::isalnum(u) || ch == '.' || ch == '_' || ch == '-';
+  });
+}
 
 std::string snapshot_path(const std::string &dir, std::uint64_t seq) {
   char name[32];
@@ -286,9 +299,11 @@ std::optional<Manifest> read_manifest(const std::string &dir, std::uint64_t seq,
   const std::size_t end = text.rfind("end ");
   Manifest m;
   std::size_t parts = 0;
-  std::string w1, w2;
-  in >> w1 >> m.seq >> w2 >> parts;
-  if (end == std::string::npos || w1 != "seq" || w2 != "parts" || m.seq != seq || parts > (std::size_t{1} << 24)) {
+  std::string w1, w2, w3;
+  in >> w1 >> m.seq >> w3 >> m.name >> w2 >> parts;
+  if (m.name == "-") m.name.clear();
+  if (end == std::string::npos || w1 != "seq" || w3 != "name" || !valid_name(m.name) || w2 != "parts" || m.seq != seq ||
+      parts > (std::size_t{1} << 24)) {
     *why = path + ": damaged";
     return std::nullopt;
   }

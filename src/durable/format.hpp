@@ -6,8 +6,8 @@
 //                              valid manifest was cut short and is never loaded.
 // A part is a header, records (key, length, checksum, value padded to 8 bytes) and a trailer
 // with the record count and a checksum chained over every record. The manifest is text: the
-// format, the sequence number, each part's size, record count and chain, and a checksum of
-// all of it.
+// format, the sequence number, the data set's name, each part's size, record count and chain,
+// and a checksum of all of it.
 #pragma once
 
 #include <cstddef>
@@ -30,8 +30,13 @@ struct PartSummary {
 
 struct Manifest {
   std::uint64_t seq = 0;
+  std::string name; // store_config_t::snapshot_name; empty: none
   std::vector<PartSummary> parts;
 };
+
+// Whether `name` may be a snapshot_name: empty, or 1-64 of [A-Za-z0-9._-] starting with a letter
+// or a digit (a manifest holds it as one word, and "-" there means none).
+bool valid_name(const std::string &name);
 
 struct Record {
   std::uint64_t key;

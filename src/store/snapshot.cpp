@@ -20,6 +20,14 @@
 namespace rmastore::internal {
 namespace {
 
+// Throws STORE_ERR_SNAPSHOT_OTHER if complete snapshot `m` is of another data set.
+void require_same_name(const durable::Manifest &m, const std::string &name, const std::string &dir) {
+  if (m.name == name) return;
+  const auto shown = [](const std::string &n) { return n.empty() ? std::string("none") : "\"" + n + "\""; };
+  throw StoreError(STORE_ERR_SNAPSHOT_OTHER, dir + ": snapshot " + std::to_string(m.seq) + " has snapshot_name " +
+                                                 shown(m.name) + ", this store " + shown(name));
+}
+
 // The lowest (most negative) of every process's status: the same on all of them.
 store_status_t agree(MPI_Comm comm, store_status_t mine) {
   int in = mine, out = STORE_OK;
@@ -68,12 +76,18 @@ std::uint64_t Store::snapshot() {
 
   // The number: one above any in the directory, complete or not (a crashed snapshot's parts
   // must not be mixed with this one's). This collective is also the cut: every process has
-  // entered the call, so every put that returned before is in memory.
+  // entered the call, so every put that returned before is in memory. A directory that holds
+  // another data set's snapshots is refused before anything is written or removed.
   std::uint64_t newest = 0;
   store_status_t st = attempt(
       [&] {
         const std::vector<std::uint64_t> seqs = durable::list_snapshots(dir);
         if (!seqs.empty()) newest = seqs.front();
+        for (std::uint64_t s : seqs) {
+          std::string ignored;
+          if (const std::optional<durable::Manifest> m = durable::read_manifest(dir, s, &ignored))
+            require_same_name(*m, c.config.snapshot_name, dir);
+        }
       },
       &why);
   std::uint64_t seq = 0;
@@ -126,6 +140,7 @@ std::uint64_t Store::snapshot() {
           RMASTORE_FAULT_POINT("snapshot.before_manifest");
           durable::Manifest m;
           m.seq = seq;
+          m.name = c.config.snapshot_name;
           for (int i = 0; i < c.rt.size; ++i) {
             const std::uint64_t *l = &lines[3 * static_cast<std::size_t>(i)];
             m.parts.push_back(durable::PartSummary{l[0], l[1], l[2]});
@@ -183,6 +198,7 @@ std::uint64_t Store::restore() {
             usable = false;
             return;
           }
+          require_same_name(*m, c.config.snapshot_name, dir);
           for (std::size_t i = static_cast<std::size_t>(c.rt.rank); i < m->parts.size();
                i += static_cast<std::size_t>(c.rt.size)) {
             std::optional<std::vector<durable::Record>> part = durable::read_part(dir, seq, i, m->parts[i], &why);

@@ -8,6 +8,7 @@
 
 #include "common/errors.hpp"
 #include "common/fault.hpp"
+#include "durable/format.hpp"
 #include "variants/global/global.hpp"
 #include "variants/localized/localized.hpp"
 
@@ -85,7 +86,7 @@ std::unique_ptr<Store> Store::create(MPI_Comm comm, const Config &cfg, store_sta
         cfg.helper_max_sleep_us > 1'000'000 || cfg.node_id < -1 || cfg.recovery < STORE_RECOVERY_GLOBAL ||
         cfg.recovery > STORE_RECOVERY_LOCALIZED ||
         (cfg.recovery == STORE_RECOVERY_LOCALIZED && cfg.detector == STORE_DETECTOR_OFF) || cfg.snapshot_keep < 1 ||
-        (cfg.restore && cfg.snapshot_dir.empty())) {
+        (cfg.restore && cfg.snapshot_dir.empty()) || !durable::valid_name(cfg.snapshot_name)) {
       local = STORE_ERR_ARG;
     }
     if (local == STORE_OK) local = local_error;
@@ -93,6 +94,7 @@ std::unique_ptr<Store> Store::create(MPI_Comm comm, const Config &cfg, store_sta
     const auto as64 = [](auto v) { return static_cast<std::int64_t>(v); };
     // Kept below 2^62, so that negating it cannot overflow.
     const std::int64_t dir_hash = as64(bytes_checksum(cfg.snapshot_dir.data(), cfg.snapshot_dir.size()) >> 2);
+    const std::int64_t name_hash = as64(bytes_checksum(cfg.snapshot_name.data(), cfg.snapshot_name.size()) >> 2);
     const std::int64_t mine[] = {
         provided < MPI_THREAD_MULTIPLE ? 1 : 0,
         local != STORE_OK ? 1 : 0,
@@ -112,6 +114,8 @@ std::unique_ptr<Store> Store::create(MPI_Comm comm, const Config &cfg, store_sta
         cfg.node_id >= 0 ? -1 : 0,
         dir_hash,
         -dir_hash,
+        name_hash,
+        -name_hash,
         as64(cfg.snapshot_keep),
         -as64(cfg.snapshot_keep),
         as64(cfg.restore),
