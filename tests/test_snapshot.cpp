@@ -422,6 +422,17 @@ bool errors_phase(const std::string &dir, int rank) {
     const store_config_t cfg = config(dir, true);
     store_t s = nullptr;
     expect(store_init(MPI_COMM_WORLD, &cfg, &s), STORE_ERR_SNAPSHOT_FORMAT, "store_init restoring a newer format");
+    // Nor is a snapshot written beside it, or the newer one rotated away.
+    const store_config_t plain = config(dir, false);
+    expect(store_init(MPI_COMM_WORLD, &plain, &s), STORE_OK, "store_init");
+    expect(store_snapshot(s, nullptr), STORE_ERR_SNAPSHOT_FORMAT, "store_snapshot beside a newer format");
+    expect(store_finalize(&s), STORE_OK, "store_finalize");
+    struct stat st {};
+    if (::stat((dir + "/snap-0000000001/MANIFEST").c_str(), &st) != 0 ||
+        ::stat((dir + "/snap-0000000002").c_str(), &st) == 0) {
+      std::fprintf(stderr, "rank %d: the newer format's snapshot was touched\n", rank);
+      good = false;
+    }
   }
   return good;
 }

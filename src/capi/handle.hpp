@@ -64,11 +64,10 @@ inline bool mpi_usable() {
 }
 
 // With RMASTORE_VERBOSE set, failures print their detail (the failing MPI call and MPI's own
-// message) to stderr; the status alone cannot carry it. A file system's refusal (which file, and
-// the system's reason) is printed always: STORE_ERR_IO's text points the user to it.
-inline void report(const char *what, bool always = false) noexcept {
+// message) to stderr; the status alone cannot carry it.
+inline void report(const char *what) noexcept {
   static const bool verbose = std::getenv("RMASTORE_VERBOSE") != nullptr;
-  if (verbose || always) std::fprintf(stderr, "rmastore: %s\n", what);
+  if (verbose) std::fprintf(stderr, "rmastore: %s\n", what);
 }
 
 // Runs `body`, whose exceptions become statuses: nothing thrown in the core crosses the boundary.
@@ -76,7 +75,7 @@ template <class F> store_status_t guarded(F &&body) noexcept {
   try {
     return body();
   } catch (const StoreError &e) {
-    report(e.what(), e.status() == STORE_ERR_IO);
+    report(e.what());
     return e.status();
   } catch (const std::bad_alloc &) {
     report("out of memory");

@@ -50,10 +50,13 @@ template <class F> store_status_t attempt(F &&step, std::string *why) {
   }
 }
 
-// Throws the agreed status: this process's own reason if it failed, else the other's.
+// Throws the agreed status: this process's own reason if it failed, else the other's. A file
+// system's refusal (which file, and the system's reason) is printed by the process it happened
+// on, always: STORE_ERR_IO's text sends the user to standard error.
 void settle(MPI_Comm comm, store_status_t mine, const std::string &why, const char *what) {
   const store_status_t all = agree(comm, mine);
   if (all == STORE_OK) return;
+  if (mine == STORE_ERR_IO) std::fprintf(stderr, "rmastore: %s\n", why.c_str());
   if (mine != STORE_OK) throw StoreError(all, why);
   throw StoreError(all, std::string(what) + " failed on another process");
 }
