@@ -111,18 +111,22 @@ int main(int argc, char **argv) {
 
   if (rank >= kSize - kVictims) {
     expect_own_death(rank);
-    /* Between 0.2 and 0.7 s into the puts, different for each victim. */
+    /* Between 0.2 and 0.7 s into the puts, different for each victim, counted from the first
+     * put's completion: the first put across hosts also connects, which took longer than that
+     * on a loaded machine, and the victim then died before rank 0 saw its puts (the premise). */
     srand((unsigned)(time(NULL) * 7919 + rank * 104729 + getpid()));
     static useconds_t delay;
     delay = (useconds_t)(200000 + rand() % 500000);
-    pthread_t t;
-    pthread_create(&t, NULL, killer, &delay);
     for (uint64_t i = 1;; ++i) {
       MPI_Request req;
       int rc = MPI_Rput(&i, 1, MPI_UINT64_T, kTarget, bases[kTarget] + (MPI_Aint)(sizeof(uint64_t) * (size_t)rank), 1,
                         MPI_UINT64_T, win, &req);
       if (rc == MPI_SUCCESS) rc = MPI_Wait(&req, MPI_STATUS_IGNORE);
       if (rc != MPI_SUCCESS) return fail(rank, "a victim's MPI_Rput before its death", rc);
+      if (i == 1) {
+        pthread_t t;
+        pthread_create(&t, NULL, killer, &delay);
+      }
     }
   }
 
