@@ -161,8 +161,9 @@ bool fill(const std::string &path) {
   return full;
 }
 
-// Every rank's own keys of `generation` read back from memory.
-bool check_generation(store_t s, int generation, int rank, int size) {
+// Whether each of this rank's keys (key % size == rank) holds exactly its value of `generation`,
+// or is absent if it has none; *checked counts the keys read.
+bool check_generation(store_t s, int generation, int rank, int size, std::uint64_t *checked = nullptr) {
   std::vector<std::byte> buf(kLongest);
   bool good = true;
   for (store_key_t key = 1; key <= kKeys + kNewKeys; ++key) {
@@ -171,11 +172,14 @@ bool check_generation(store_t s, int generation, int rank, int size) {
     std::size_t len = 0;
     std::uint64_t version = want;
     const store_status_t st = store_get(s, key, buf.data(), buf.size(), &len);
-    if (want == 0 ? st == STORE_ERR_NOT_FOUND
-                  : st == STORE_OK && check_value(key, buf.data(), len, &version) && version == want)
+    if (checked != nullptr) ++*checked;
+    if (want == 0
+            ? st == STORE_ERR_NOT_FOUND
+            : st == STORE_OK && len == length_of(key) && check_value(key, buf.data(), len, &version) && version == want)
       continue;
-    std::fprintf(stderr, "rank %d: key %llu after the failed snapshot: %s, version %llu, expected %llu\n", rank,
-                 (unsigned long long)key, store_strerror(st), (unsigned long long)version, (unsigned long long)want);
+    std::fprintf(stderr, "rank %d: key %llu: %s, %zu bytes, version %llu; expected version %llu of %zu bytes\n", rank,
+                 (unsigned long long)key, store_strerror(st), len, (unsigned long long)version,
+                 (unsigned long long)want, want == 0 ? 0 : length_of(key));
     good = false;
   }
   return good;
@@ -283,25 +287,9 @@ bool read_phase(const std::string &dir, std::uint64_t expect, int generation, in
                  skipped);
     good = false;
   }
-  std::vector<std::byte> buf(kLongest);
   std::uint64_t live = 0, checked = 0;
-  for (store_key_t key = 1; key <= kKeys + kNewKeys; ++key) {
-    const std::uint64_t want = expected(key, generation);
-    if (want != 0) ++live;
-    if (static_cast<int>(key % static_cast<store_key_t>(size)) != rank) continue;
-    std::size_t len = 0;
-    const store_status_t st = store_get(s, key, buf.data(), buf.size(), &len);
-    std::uint64_t version = want;
-    ++checked;
-    if (want == 0 && st == STORE_ERR_NOT_FOUND) continue;
-    if (want != 0 && st == STORE_OK && len == length_of(key) && check_value(key, buf.data(), len, &version) &&
-        version == want)
-      continue;
-    std::fprintf(stderr, "rank %d: key %llu: %s, %zu bytes, version %llu; expected version %llu of %zu bytes\n", rank,
-                 (unsigned long long)key, store_strerror(st), len, (unsigned long long)version,
-                 (unsigned long long)want, want == 0 ? 0 : length_of(key));
-    good = false;
-  }
+  for (store_key_t key = 1; key <= kKeys + kNewKeys; ++key) live += expected(key, generation) != 0 ? 1 : 0;
+  good = check_generation(s, generation, rank, size, &checked) && good;
   // Every value back with its full number of copies, placed for this job.
   MPI_Barrier(MPI_COMM_WORLD);
   good = ok(store_get_info(s, &info), "store_get_info", rank) && good;
