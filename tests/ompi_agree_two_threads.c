@@ -8,18 +8,19 @@
  * fields follow it, so the pointers overwrite the message's first 24 bytes after its header:
  * the agreed value and the ranks of newly failed processes. The value read back is then part of
  * a pointer, and after a failure, ranks read back from pointers made every survivor of
- * rmastore's LAMMPS host-loss test crash in ompi_errhandler_proc_failed_internal (1 run in about
- * 100; scripts/openmpi-patches/0010 says more).
+ * rmastore's LAMMPS host-loss test crash in ompi_errhandler_proc_failed_internal (1 run in 180;
+ * scripts/openmpi-patches/0010 says more).
  *
- * 4 ranks, no failure. Two threads per process agree in a loop, each on its own duplicate of
- * MPI_COMM_WORLD, so that each often holds the lock when the other's messages arrive (as with
- * rmastore's helper thread next to an application that agrees), for 2 s. Every rank
- * contributes the same value, so that every agreement must return it.
+ * 6 ranks, no failure. Two threads per process agree in a loop for 2 s, each on its own
+ * duplicate of MPI_COMM_WORLD: one in MPIX_Comm_agree, the other polling MPIX_Comm_iagree with
+ * MPI_Test (as rmastore's helper thread polls next to an application that agrees), so that
+ * each often holds the lock when the other's messages arrive. Every rank contributes the same
+ * value, so that every agreement must return it. Without the patch, most runs saw wrong values.
  *
  * Checked: every agreement returned MPI_SUCCESS and the value contributed. A watchdog turns a
  * hang into a FAIL verdict after 30 s (scaled with RMASTORE_TEST_TIME_SCALE).
  *
- *   mpirun --with-ft ulfm -n 4 ./ompi_agree_two_threads
+ *   mpirun --with-ft ulfm -n 6 ./ompi_agree_two_threads
  */
 #include <mpi.h>
 // after mpi.h, on purpose
