@@ -8,7 +8,7 @@
  * fields follow it, so the pointers overwrite the message's first 24 bytes after its header:
  * the agreed value and the ranks of newly failed processes. The value read back is then part of
  * a pointer, and after a failure, ranks read back from pointers made every survivor of
- * rmastore's LAMMPS host-loss test crash in ompi_errhandler_proc_failed_internal (1 run in 180;
+ * rmastore's LAMMPS host-loss test crash in ompi_errhandler_proc_failed_internal (1 run in 70;
  * scripts/openmpi-patches/0010 says more).
  *
  * 6 ranks, no failure. Two threads per process agree in a loop for 2 s, each on its own
