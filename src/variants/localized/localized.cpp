@@ -103,6 +103,19 @@ std::optional<std::vector<Lock>> LocalizedVariant::lock_attempt(Retry &retry, Re
   }
 }
 
+template <class Work>
+bool LocalizedVariant::under_locks(Retry &retry, std::vector<Lock> &locks, Work &&work, std::uint32_t unlock_flags) {
+  try {
+    work();
+  } catch (const StoreError &e) {
+    locks_.release(c_.app, locks);
+    if (retry.after(e)) return false;
+    throw;
+  }
+  locks_.release(c_.app, locks, unlock_flags);
+  return true;
+}
+
 store_status_t LocalizedVariant::confirm_absent(std::uint64_t key) {
   const SlotId id{key, Ns::kValue};
   Retry retry(c_);
@@ -125,20 +138,20 @@ store_status_t LocalizedVariant::confirm_absent(std::uint64_t key) {
       empty = empty && !pending && (f & kReplyValid) != 0 && l.grant.version == kNoVersion && (f & kReplyLost) == 0;
     }
     store_status_t verdict = live ? STORE_OK : deleted ? STORE_ERR_NOT_FOUND : STORE_ERR_DATA_LOST;
-    try {
-      if (!live && !deleted && !lost &&
-          !c_.engine.tell_witnesses(c_.app, MsgType::kWitnessQuery, {{key, c_.membership.view()->keepers_of(key)}})) {
-        verdict = STORE_ERR_NOT_FOUND;
-      }
-    } catch (const StoreError &e) {
-      locks_.release(c_.app, locks);
-      if (retry.after(e)) continue;
-      throw;
-    }
     // Slots that hold nothing (made for this question, or by a put that died before writing) go
     // again.
-    locks_.release(c_.app, locks, empty ? kUnlockReclaim | kUnlockDropPending : 0);
-    return verdict;
+    if (under_locks(
+            retry, locks,
+            [&] {
+              if (!live && !deleted && !lost &&
+                  !c_.engine.tell_witnesses(c_.app, MsgType::kWitnessQuery,
+                                            {{key, c_.membership.view()->keepers_of(key)}})) {
+                verdict = STORE_ERR_NOT_FOUND;
+              }
+            },
+            empty ? kUnlockReclaim | kUnlockDropPending : 0)) {
+      return verdict;
+    }
   }
 }
 
@@ -160,17 +173,13 @@ void LocalizedVariant::put(std::uint64_t key, const void *buf, std::size_t len) 
       copies.push_back(l.copy());
       owe_record = owe_record || (l.grant.flags & kReplyLive) == 0;
     }
-    try {
-      write(copies, key, version + 1, len, make_flags(0, Ns::kValue), buf);
-      if (owe_record) record({key});
-    } catch (const StoreError &e) {
-      locks_.release(c_.app, locks);
-      // Every copy's holder failed during the put: the key's new holders get it.
-      if (retry.after(e)) continue;
-      throw;
+    // A failure here (every copy's holder failed during the put): the key's new holders get it.
+    if (under_locks(retry, locks, [&] {
+          write(copies, key, version + 1, len, make_flags(0, Ns::kValue), buf);
+          if (owe_record) record({key});
+        })) {
+      break;
     }
-    locks_.release(c_.app, locks);
-    break;
   }
   c_.holder.witnesses.clear_lost(key);
 }
@@ -193,18 +202,17 @@ void LocalizedVariant::del(std::uint64_t key) {
       version = std::max(version, l.newest_version());
       copies.push_back(l.copy());
     }
-    try {
-      if (!copies.empty()) write(copies, key, version + 1, 0, make_flags(kFlagDeleted, Ns::kValue), nullptr);
-      RMASTORE_FAULT_POINT("delete.after_tombstone");
-      record({key}, MsgType::kUnwitness);
-      RMASTORE_FAULT_POINT("delete.before_reclaim");
-    } catch (const StoreError &e) {
-      locks_.release(c_.app, locks);
-      if (retry.after(e)) continue;
-      throw;
+    if (under_locks(
+            retry, locks,
+            [&] {
+              if (!copies.empty()) write(copies, key, version + 1, 0, make_flags(kFlagDeleted, Ns::kValue), nullptr);
+              RMASTORE_FAULT_POINT("delete.after_tombstone");
+              record({key}, MsgType::kUnwitness);
+              RMASTORE_FAULT_POINT("delete.before_reclaim");
+            },
+            kUnlockReclaim | kUnlockDropPending)) {
+      break;
     }
-    locks_.release(c_.app, locks, kUnlockReclaim | kUnlockDropPending);
-    break;
   }
   c_.holder.witnesses.clear_lost(key);
 }
@@ -245,16 +253,12 @@ void LocalizedVariant::put_many(const std::vector<PutItem> &all) {
         jobs[k].header = c_.engine.header(items[k].key, versions[k] + 1, items[k].len, make_flags(0, Ns::kValue));
         jobs[k].buf = items[k].buf;
       }
-      try {
-        c_.engine.write_many(c_.app, jobs, Engine::OnFailure::kSkip);
-        record({owed.begin(), owed.end()});
-      } catch (const StoreError &e) {
-        locks_.release(c_.app, locks);
-        if (retry.after(e)) continue;
-        throw;
+      if (under_locks(retry, locks, [&] {
+            c_.engine.write_many(c_.app, jobs, Engine::OnFailure::kSkip);
+            record({owed.begin(), owed.end()});
+          })) {
+        break;
       }
-      locks_.release(c_.app, locks);
-      break;
     }
     for (std::size_t k = 0; k < n; ++k) c_.holder.witnesses.clear_lost(items[k].key);
   }

@@ -63,6 +63,11 @@ private:
   // requests() lists under it. Nothing when the attempt met a failure after which it starts over
   // (Retry::after); any other error is thrown.
   template <class Requests> std::optional<std::vector<Lock>> lock_attempt(Retry &retry, Requests &&requests);
+  // One attempt's work under the locks lock_attempt took, then their release (with
+  // `unlock_flags`). False when the work met a failure after which the operation starts over:
+  // the locks are released then too, without the flags, since the work is not done.
+  template <class Work>
+  bool under_locks(Retry &retry, std::vector<Lock> &locks, Work &&work, std::uint32_t unlock_flags = 0);
 
   // Helper thread, after it recorded new failures: placement leaves them out, their queued lock
   // requests go, and every slot whose lock a failed process holds is repaired.

@@ -9,21 +9,11 @@
 namespace rmastore::internal {
 
 Copy Lock::copy() const {
-  Copy c;
-  c.holder = req.holder;
-  c.address = grant.address;
-  c.capacity = grant.capacity;
-  c.half_b = grant.half != 0;
-  return c;
+  return Copy{req.holder, grant.address, grant.capacity, 0, grant.half != 0};
 }
 
 Copy Lock::pending_copy() const {
-  Copy c;
-  c.holder = req.holder;
-  c.address = grant.pending_address;
-  c.capacity = grant.pending_capacity;
-  c.half_b = grant.pending_half != 0;
-  return c;
+  return Copy{req.holder, grant.pending_address, grant.pending_capacity, 0, grant.pending_half != 0};
 }
 
 std::uint64_t Lock::newest_version() const {
