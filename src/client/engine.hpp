@@ -21,14 +21,15 @@ public:
   Engine(const Config &config, int id, Runtime &rt, const Membership &membership, Holder &holder, KeyCache &cache)
       : config_(config), id_(id), rt_(rt), membership_(membership), holder_(holder), cache_(cache) {}
 
-  // Sends each message to its holder's helper (served inline for this process when possible)
-  // and waits for all replies, which it returns in order. Replies to earlier requests of the
-  // agent, which it stopped waiting for, are skipped.
   struct Ask {
     SlotId id;
     int holder; // current rank
     CtrlMsg msg;
   };
+  // Sends each message to its holder's helper (Agent::post: MPI_Isend with kTagHelper, and the
+  // holder's doorbell), or serves it inline when this process is the holder and can; waits
+  // (bounded by failure detection) for all replies, on the agent's reply_tag, and returns them in
+  // order. Replies to earlier requests of the agent, which it stopped waiting for, are skipped.
   std::vector<CtrlMsg> ask_all(Agent &a, const std::vector<Ask> &asks);
   // ask_all of one message to each listed holder, installing grants and lookups into the cache.
   std::vector<CtrlMsg> request(Agent &a, const SlotId &id, const std::vector<int> &holders, const CtrlMsg &msg);
@@ -39,7 +40,9 @@ public:
     kSkip,  // the copy is left out; STORE_ERR_PROC_FAILED only when no copy is left
   };
   // Writes header `h` (with version, length, flags, epoch and writer filled in) and the value to
-  // every copy in `copies`. Returns the copies written, each with the half its value is in now.
+  // every copy in `copies`: this process's own copy by memcpy, the others by MPI_Rput (rma.hpp),
+  // and returns once every write completed at its target. Returns the copies written, each with
+  // the half its value is in now.
   std::vector<Copy> write_copies(Agent &a, const std::vector<Copy> &copies, SlotHeader h, const void *buf,
                                  OnFailure on_failure);
   // write_copies of many slots, overlapped: the puts of every in-place value go out before any

@@ -28,7 +28,10 @@ public:
   GrantServer &operator=(const GrantServer &) = delete;
 
   // kAcquireWrite, kLookup (helper thread): the reply, or nullopt when it follows later (acks
-  // awaited).
+  // awaited). kAcquireWrite makes the key's slot in the window's memory if there is none, or
+  // moves it if it is smaller than the length asked, and makes the sender the slot's writer,
+  // revoking the previous writer's grant first. The reply carries the slot's address, capacity
+  // and version, with kReplyLive if it holds a complete value.
   std::optional<CtrlMsg> serve(const CtrlMsg &msg, int source);
   // The same for this process's own agent, answered without the helper; nullopt if the answer
   // needs other processes (the agent then asks its helper).

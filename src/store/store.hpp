@@ -37,6 +37,9 @@ public:
   Store(const Store &) = delete;
   Store &operator=(const Store &) = delete;
 
+  // store_put: refused (STORE_ERR_PROC_FAILED) while a failure is known and not recovered, and
+  // in STORE_MODE_TRANSACTION; inside a transaction only staged for commit; otherwise the
+  // variant's put (variant_).
   void put(std::uint64_t key, const void *buf, std::size_t len);
   void del(std::uint64_t key);
   // Keys must be distinct (the C boundary checks).
@@ -114,7 +117,9 @@ private:
   void rebuild_runtime(double *seconds, bool keep_window);
 
   std::unique_ptr<Core> core_;
-  std::unique_ptr<Variant> variant_; // declared after core_: destroyed first, as it uses it
+  // GlobalVariant or LocalizedVariant, as config.recovery says. Declared after core_: destroyed
+  // first, as it uses it.
+  std::unique_ptr<Variant> variant_;
   // The processes of the communicator the store was created on: stable ids are ranks in it.
   MPI_Group origin_ = MPI_GROUP_NULL;
   // store_recover found that the survivors disagree on who survived: every call but

@@ -1,5 +1,6 @@
 // The helper thread: one per process. It
-//   - serves control messages (slot requests from writers and readers, cache invalidations),
+//   - serves control messages: grants, locks, witness records and lists for the holder side
+//     (holder/holder.hpp), invalidations and notices for the client side,
 //   - keeps MPI progressing, because a put to this process completes only while some thread of
 //     this process is inside MPI (Open MPI's osc/rdma emulates RMA with active messages that the
 //     target handles in its progress engine),

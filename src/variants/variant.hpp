@@ -54,6 +54,9 @@ public:
   // Throws STORE_ERR_PROC_FAILED when the store must be recovered before it can be used.
   virtual void check_usable() const = 0;
 
+  // Returns once every copy is in its holder's memory. Global: write grants from the holders
+  // that lack one (a round trip, the first time), the RMA writes, then the witness records if the
+  // key is new. Localized: the holders' locks, the writes, the records if owed, the unlocks.
   virtual void put(std::uint64_t key, const void *buf, std::size_t len) = 0;
   // store_delete: every copy goes (a tombstone first, then the slots), and the key's records.
   virtual void del(std::uint64_t key) = 0;

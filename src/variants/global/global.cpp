@@ -34,6 +34,7 @@ GlobalVariant::Grants GlobalVariant::acquire_write(const SlotId &id, std::size_t
     CtrlMsg m;
     m.type = MsgType::kAcquireWrite;
     m.length = len;
+    // request() installs the grants in the cache: the next round finds them there and returns.
     for (const CtrlMsg &r : c_.engine.request(c_.app, id, need, m)) {
       if (r.status == ReplyStatus::kNoMemory) throw StoreError(STORE_ERR_NO_MEMORY, "a holder is out of memory");
       if (r.status != ReplyStatus::kOk) throw StoreError(STORE_ERR_INTERNAL, "holder refused a write grant");
