@@ -43,3 +43,23 @@ add_test(NAME snapshot_full_disk COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/snapshot_re
 set_tests_properties(snapshot_full_disk PROPERTIES PROCESSORS 2 LABELS "mpi;snapshot"
                      ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0;${RMASTORE_TSAN_ENV}")
 rmastore_test_timeout(snapshot_full_disk 120)
+# The whole job SIGKILLed while it writes snapshots without end, at a moment drawn from a seed
+# or while a snapshot is in flight (its parts on disk, not its manifest: RMASTORE_DELAY holds it
+# there 300 ms); a new job of the same, a smaller or a larger size must restore the newest
+# complete snapshot exactly.
+function(snapshot_kill_test name wnp rnp where seed)
+  cmake_parse_arguments(S "" "" "ENV;LABELS" ${ARGN})
+  add_test(NAME snapshot_kill_${name}
+           COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/snapshot_restart.sh ${RMASTORE_MPIRUN_TEST} ${MPIEXEC_EXECUTABLE}
+                   $<TARGET_FILE:test_snapshot> kill ${wnp} ${rnp} ${where} ${seed})
+  set_tests_properties(snapshot_kill_${name} PROPERTIES PROCESSORS 2 LABELS "mpi;snapshot;${S_LABELS}"
+                       ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0;${RMASTORE_TSAN_ENV};${S_ENV}")
+  rmastore_test_timeout(snapshot_kill_${name} 240)
+endfunction()
+snapshot_kill_test(same 4 4 any 1)
+snapshot_kill_test(smaller 4 2 any 2)
+snapshot_kill_test(larger 3 5 any 3)
+snapshot_kill_test(localized_smaller 4 3 any 4 ENV RMASTORE_TEST_RECOVERY=localized LABELS localized)
+snapshot_kill_test(inside_smaller 4 3 inside 0 ENV RMASTORE_DELAY=snapshot.parts_durable:300000)
+snapshot_kill_test(localized_inside_larger 3 5 inside 0
+                   ENV RMASTORE_DELAY=snapshot.parts_durable:300000 RMASTORE_TEST_RECOVERY=localized LABELS localized)

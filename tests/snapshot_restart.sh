@@ -7,14 +7,20 @@
 #   snapshot_restart.sh <runner> <mpirun> <exe> <write np> <read np> <expect> <skipped> [damage]
 #   snapshot_restart.sh <runner> <mpirun> <exe> errors <np>
 #   snapshot_restart.sh <runner> <mpirun> <exe> full <write np> <read np>
+#   snapshot_restart.sh <runner> <mpirun> <exe> kill <write np> <read np> any|inside <seed>
 # `full` runs both jobs on a 4 MiB tmpfs of their own (a private mount namespace: needs root),
 # which the write job fills up between two snapshots.
+# `kill` SIGKILLs every process of a job that writes snapshots without end, at a moment drawn
+# from <seed> (RMASTORE_TEST_SEED overrides it) or while a snapshot is in flight (its parts on
+# disk, its manifest not yet), and checks that a new job restores the newest complete snapshot
+# exactly.
 set -u
 runner=$1 mpirun=$2 exe=$3
 dir=$(mktemp -d "${TMPDIR:-/tmp}/rmastore-snapshot.XXXXXX")
 trap 'rm -rf "$dir" "$dir.log"' EXIT
 if [ "$4" = errors ]; then
-  exec "$runner" "$mpirun" "$5" "$5" 60 "$exe" --phase errors --dir "$dir"
+  "$runner" "$mpirun" "$5" "$5" 60 "$exe" --phase errors --dir "$dir"
+  exit $?
 fi
 if [ "$4" = full ]; then
   # shellcheck disable=SC2016 # expanded by the inner shell
@@ -30,6 +36,69 @@ if [ "$4" = full ]; then
     echo "== a job of $rnp processes restores snapshot 3 (generation 2)"
     "$runner" "$mpirun" "$rnp" "$rnp" 60 "$exe" --phase read --dir "$dir" --expect 3 --generation 2 --skipped 0
   ' full "$dir" "$runner" "$mpirun" "$exe" "$5" "$6"
+  exit $?
+fi
+if [ "$4" = kill ]; then
+  wnp=$5 rnp=$6 where=$7 seed=${RMASTORE_TEST_SEED:-$8}
+  scale=${RMASTORE_TEST_TIME_SCALE:-1}
+  # shellcheck source=scripts/launch.sh
+  source "$(dirname "$0")/../scripts/launch.sh"
+  rmastore_launch "$mpirun"
+  fail() {
+    echo "snapshot_restart: FAILED: $*"
+    sed 's/^/  writer: /' "$dir.log"
+    exit 1
+  }
+  within() { awk -v s="$scale" -v t="$1" 'BEGIN { printf "%d", s * t + 0.5 }'; }
+  echo "== a job of $wnp processes writes generation g and snapshot g, g = 1, 2, ..."
+  timeout --kill-after=10 "$(within 120)" "${RMASTORE_LAUNCH[@]}" -n "$wnp" "$exe" --phase endless --dir "$dir" \
+    >"$dir.log" 2>&1 &
+  job=$!
+  deadline=$((SECONDS + $(within 60)))
+  pids() { cat "$dir"/pid.* 2>/dev/null; }
+  until [ -e "$dir/snap-0000000001/MANIFEST" ] && [ "$(pids | wc -l)" = "$wnp" ]; do
+    kill -0 "$job" 2>/dev/null || fail "the writer ended before its first snapshot"
+    [ "$SECONDS" -lt "$deadline" ] || fail "no first snapshot within $(within 60) s"
+    sleep 0.01
+  done
+  # A snapshot is in flight when its directory holds every part but no manifest yet.
+  in_flight() {
+    local d
+    for d in "$dir"/snap-*; do
+      [ -e "$d/MANIFEST" ] && continue
+      [ "$(find "$d" -name 'part-*' | wc -l)" = "$wnp" ] && return 0
+    done
+    return 1
+  }
+  if [ "$where" = inside ]; then
+    until in_flight; do
+      kill -0 "$job" 2>/dev/null || fail "the writer ended before the kill"
+      [ "$SECONDS" -lt "$deadline" ] || fail "no snapshot in flight within $(within 60) s"
+      sleep 0.005
+    done
+  else
+    # A moment in the next 2 s, drawn from the seed.
+    sleep "$(awk -v s="$seed" 'BEGIN { srand(s); printf "%.3f", 2 * rand() }')"
+  fi
+  victims=$(pids)
+  for p in $victims; do kill -0 "$p" 2>/dev/null || fail "process $p had died before the kill"; done
+  echo "== every process of the job is killed (seed $seed): $(echo "$victims" | tr '\n' ' ')"
+  # shellcheck disable=SC2086 # one pid a word
+  kill -KILL $victims
+  wait "$job"
+  for p in $victims; do ! kill -0 "$p" 2>/dev/null || fail "process $p survived SIGKILL"; done
+  # What the new job must find: the newest snapshot with a manifest, and how many newer ones
+  # (cut short by the kill) it skips.
+  expect=0 skipped=0
+  for d in "$dir"/snap-*; do
+    n=$((10#${d##*snap-}))
+    if [ -e "$d/MANIFEST" ]; then expect=$n skipped=0; else skipped=$((skipped + 1)); fi
+  done
+  echo "== the kill landed after snapshot $expect, with $skipped newer one(s) cut short"
+  if [ "$where" = inside ] && [ "$skipped" = 0 ]; then fail "the kill did not land inside a snapshot"; fi
+  echo "== a job of $rnp processes restores snapshot $expect"
+  env -u RMASTORE_DELAY "$runner" "$mpirun" "$rnp" "$rnp" 60 "$exe" --phase read --endless --dir "$dir" \
+    --expect "$expect" --skipped "$skipped"
   exit $?
 fi
 wnp=$4 rnp=$5 expect=$6 skipped=$7 damage=${8:-}

@@ -16,6 +16,9 @@
 //                    generation 1, snapshot 1; the disk is filled; generation 2, whose snapshot
 //                    must fail with STORE_ERR_IO on every process and lose nothing in memory;
 //                    room is made, and snapshot 3 holds generation 2.
+//   --phase endless  generation g then snapshot g, for g = 1, 2, ... until the whole job is
+//                    killed (each rank writes its pid to DIR/pid.<rank> for the killer). With
+//                    --endless, read checks these generations (see expected_endless).
 #include <fcntl.h>
 #include <getopt.h>
 #include <mpi.h>
@@ -66,6 +69,23 @@ std::uint64_t expected(store_key_t key, int generation) {
   return v;
 }
 
+// The endless writer's generations: generation g changes the keys k with k % 4 == g % 4,
+// deleting those with (k / 4 + g) % 3 == 0 and writing version g into the others. So every
+// generation updates, deletes and brings back keys.
+bool g_endless = false;
+
+std::uint64_t expected_endless(store_key_t key, int generation) {
+  if (key > kKeys) return 0;
+  // The newest generation <= `generation` that changed the key.
+  const int last = generation - static_cast<int>((generation % 4 - static_cast<int>(key % 4) + 4) % 4);
+  if (last < 1 || (key / 4 + static_cast<store_key_t>(last)) % 3 == 0) return 0;
+  return static_cast<std::uint64_t>(last);
+}
+
+std::uint64_t version_of(store_key_t key, int generation) {
+  return g_endless ? expected_endless(key, generation) : expected(key, generation);
+}
+
 bool ok(store_status_t st, const char *what, int rank) {
   if (st == STORE_OK) return true;
   std::fprintf(stderr, "rank %d: %s: %s\n", rank, what, store_strerror(st));
@@ -90,8 +110,8 @@ bool advance(store_t s, int generation, int rank, int size) {
   const store_key_t last = generation == 1 ? kKeys : kKeys + kNewKeys;
   for (store_key_t key = 1; key <= last; ++key) {
     if (static_cast<int>(key % static_cast<store_key_t>(size)) != rank) continue;
-    const std::uint64_t before = generation == 1 ? 0 : expected(key, generation - 1);
-    const std::uint64_t after = expected(key, generation);
+    const std::uint64_t before = generation == 1 ? 0 : version_of(key, generation - 1);
+    const std::uint64_t after = version_of(key, generation);
     if (after == before) continue;
     store_status_t st;
     if (after == 0) {
@@ -144,6 +164,34 @@ bool write_phase(const std::string &dir, int rank, int size) {
   return good;
 }
 
+bool endless_phase(const std::string &dir, int rank, int size) {
+  {
+    std::ofstream pid(dir + "/pid." + std::to_string(rank));
+    pid << ::getpid() << "\n";
+    if (!pid) {
+      std::fprintf(stderr, "rank %d: cannot write its pid in %s\n", rank, dir.c_str());
+      return false;
+    }
+  }
+  const store_config_t cfg = config(dir, false);
+  store_t s = nullptr;
+  if (!ok(store_init(MPI_COMM_WORLD, &cfg, &s), "store_init", rank)) return false;
+  constexpr int kGenerations = 1000000;
+  for (int g = 1; g <= kGenerations; ++g) {
+    if (!advance(s, g, rank, size)) return false;
+    MPI_Barrier(MPI_COMM_WORLD);
+    std::uint64_t seq = 0;
+    if (!ok(store_snapshot(s, &seq), "store_snapshot", rank)) return false;
+    if (seq != static_cast<std::uint64_t>(g)) {
+      std::fprintf(stderr, "rank %d: generation %d went into snapshot %llu\n", rank, g, (unsigned long long)seq);
+      return false;
+    }
+  }
+  std::fprintf(stderr, "rank %d: %d generations written, and the job was never killed\n", rank, kGenerations);
+  store_finalize(&s);
+  return false;
+}
+
 // Fills the file system of `dir` with one file; returns whether a write then fails with ENOSPC
 // (the premise of the full-disk case).
 bool fill(const std::string &path) {
@@ -168,7 +216,7 @@ bool check_generation(store_t s, int generation, int rank, int size, std::uint64
   bool good = true;
   for (store_key_t key = 1; key <= kKeys + kNewKeys; ++key) {
     if (static_cast<int>(key % static_cast<store_key_t>(size)) != rank) continue;
-    const std::uint64_t want = expected(key, generation);
+    const std::uint64_t want = version_of(key, generation);
     std::size_t len = 0;
     std::uint64_t version = want;
     const store_status_t st = store_get(s, key, buf.data(), buf.size(), &len);
@@ -288,7 +336,7 @@ bool read_phase(const std::string &dir, std::uint64_t expect, int generation, in
     good = false;
   }
   std::uint64_t live = 0, checked = 0;
-  for (store_key_t key = 1; key <= kKeys + kNewKeys; ++key) live += expected(key, generation) != 0 ? 1 : 0;
+  for (store_key_t key = 1; key <= kKeys + kNewKeys; ++key) live += version_of(key, generation) != 0 ? 1 : 0;
   good = check_generation(s, generation, rank, size, &checked) && good;
   // Every value back with its full number of copies, placed for this job.
   MPI_Barrier(MPI_COMM_WORLD);
@@ -430,16 +478,21 @@ bool errors_phase(const std::string &dir, int rank) {
 int main(int argc, char **argv) {
   int provided = 0;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
-  const rmastore::test::Cli cli{"test_snapshot --phase write|corrupt|read|errors|full --dir DIR [--what "
-                                "flip|truncate|nopart|nomanifest] [--expect N] [--generation G] [--skipped N]"};
+  const rmastore::test::Cli cli{"test_snapshot --phase write|corrupt|read|errors|full|endless --dir DIR [--what "
+                                "flip|truncate|nopart|nomanifest] [--expect N] [--generation G] [--skipped N] "
+                                "[--endless]"};
   std::string phase, dir, what;
   long long expect = 0, skipped = 0, generation = 0;
-  static const option options[] = {
-      {"phase", required_argument, nullptr, 'p'},   {"dir", required_argument, nullptr, 'd'},
-      {"what", required_argument, nullptr, 'w'},    {"expect", required_argument, nullptr, 'e'},
-      {"skipped", required_argument, nullptr, 's'}, {"generation", required_argument, nullptr, 'g'},
-      {"help", no_argument, nullptr, 'h'},          {nullptr, 0, nullptr, 0}};
-  for (int c; (c = getopt_long(argc, argv, ":p:d:w:e:s:g:h", options, nullptr)) != -1;) {
+  static const option options[] = {{"phase", required_argument, nullptr, 'p'},
+                                   {"dir", required_argument, nullptr, 'd'},
+                                   {"what", required_argument, nullptr, 'w'},
+                                   {"expect", required_argument, nullptr, 'e'},
+                                   {"skipped", required_argument, nullptr, 's'},
+                                   {"generation", required_argument, nullptr, 'g'},
+                                   {"endless", no_argument, nullptr, 'E'},
+                                   {"help", no_argument, nullptr, 'h'},
+                                   {nullptr, 0, nullptr, 0}};
+  for (int c; (c = getopt_long(argc, argv, ":p:d:w:e:s:g:Eh", options, nullptr)) != -1;) {
     switch (c) {
     case 'p':
       phase = optarg;
@@ -451,13 +504,16 @@ int main(int argc, char **argv) {
       what = optarg;
       break;
     case 'e':
-      expect = cli.integer("--expect", optarg, 0, 1000);
+      expect = cli.integer("--expect", optarg, 0, 1000000);
       break;
     case 's':
       skipped = cli.integer("--skipped", optarg, 0, 1000);
       break;
     case 'g':
-      generation = cli.integer("--generation", optarg, 1, 3);
+      generation = cli.integer("--generation", optarg, 1, 1000000);
+      break;
+    case 'E':
+      g_endless = true;
       break;
     case 'h':
       cli.help();
@@ -483,8 +539,11 @@ int main(int argc, char **argv) {
     pass = errors_phase(dir, rank);
   } else if (phase == "full") {
     pass = full_phase(dir, rank, size);
+  } else if (phase == "endless") {
+    g_endless = true;
+    pass = endless_phase(dir, rank, size);
   } else {
-    cli.error("--phase must be write, corrupt, read, errors or full");
+    cli.error("--phase must be write, corrupt, read, errors, full or endless");
   }
   rmastore::test::write_verdict(pass);
   if (std::getenv("RMASTORE_FAULT") != nullptr) {

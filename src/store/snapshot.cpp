@@ -127,6 +127,8 @@ std::uint64_t Store::snapshot() {
         }
         RMASTORE_FAULT_POINT("snapshot.part_written");
         mine = part.finish();
+        // Tests stretch the time between the parts on disk and the manifest, to kill a job there.
+        RMASTORE_FAULT_DELAY("snapshot.parts_durable");
       },
       &why);
   settle(comm, st, why, "store_snapshot");
