@@ -86,6 +86,7 @@ public:
   bool tell_witnesses(Agent &a, MsgType type, const std::vector<WitnessAsk> &asks);
   // Records that the keys exist at their witnesses (kWitness), or drops the records (kUnwitness)
   // at every keeper, wherever a recovery or a repair may have left them, as `view` places them.
+  // Through tell_witnesses: returns once every live witness replied.
   void record(Agent &a, MsgType type, const std::vector<std::uint64_t> &keys, const View &view);
 
 private:

@@ -30,8 +30,11 @@ public:
   Holder(const Holder &) = delete;
   Holder &operator=(const Holder &) = delete;
 
-  // A request from `source`, on the helper thread: served, and its reply sent, now or later.
-  // False if `msg` is not a request to a holder (the caller handles it).
+  // A request from `source`, on the helper thread: served, and its reply sent to its reply_tag,
+  // now or later. kAcquireWrite, kLookup, kInvalidateAck, kReclaim: grants (GrantServer::serve
+  // makes the slot in the window's memory and grants it); kLock, kUnlock: locks (LockServer);
+  // kWitness, kUnwitness, kWitnessQuery: witnesses; kList: local_keys. False if `msg` is not a
+  // request to a holder (the caller handles it).
   bool serve(const CtrlMsg &msg, int source);
   // A request of this process's own agent for a slot or record here: the reply, or nullopt if
   // it needs other processes or a queue (the agent then asks its helper).
