@@ -63,3 +63,7 @@ snapshot_kill_test(localized_smaller 4 3 any 4 ENV RMASTORE_TEST_RECOVERY=locali
 snapshot_kill_test(inside_smaller 4 3 inside 0 ENV RMASTORE_DELAY=snapshot.parts_durable:300000)
 snapshot_kill_test(localized_inside_larger 3 5 inside 0
                    ENV RMASTORE_DELAY=snapshot.parts_durable:300000 RMASTORE_TEST_RECOVERY=localized LABELS localized)
+# Keys whose every copy died in a running job come back from the newest snapshot, reported.
+rmastore_add_mpi_test(test_restore_lost SOURCES test_restore_lost.cpp NP 5 KILLED 2 TIMEOUT 90 LABELS ulfm snapshot)
+rmastore_add_mpi_test(test_restore_lost NAME test_restore_lost_localized NP 5 KILLED 2 TIMEOUT 90
+                      LABELS ulfm snapshot localized ENV RMASTORE_TEST_RECOVERY=localized)

@@ -87,6 +87,8 @@ extern "C" {
 #define store_wait rmastore_store_wait
 #define store_finalize rmastore_store_finalize
 #define store_recover rmastore_store_recover
+#define store_snapshot rmastore_store_snapshot
+#define store_restore_lost rmastore_store_restore_lost
 #define store_get_mode rmastore_store_get_mode
 #define store_back_to_normal rmastore_store_back_to_normal
 #define store_tx_begin rmastore_store_tx_begin
@@ -302,7 +304,9 @@ static inline store_status_t store_init(MPI_Comm comm, const store_config_t *con
  * Stores `len` bytes from `buf` under `key`, replacing any previous value. Local.
  *
  * Returns only when every copy is written in the memory of its holder (remote completion), so a
- * value whose put returned STORE_OK is readable by any process. len may be 0 (buf may then be
+ * value whose put returned STORE_OK is readable by any process. (MPI promises only local
+ * completion of a request-based put; rmastore relies on Open MPI's osc/rdma, which completes
+ * one when the target acknowledged it: docs/design.md.) len may be 0 (buf may then be
  * NULL). The value may grow or shrink from one put to the next.
  *
  * Global variant: no other process may put the same key at the same time; puts to one key from
@@ -536,6 +540,32 @@ store_status_t store_recover(store_t store, MPI_Comm *new_comm) RMASTORE_NAME(st
 store_status_t store_snapshot(store_t store, uint64_t *snapshot) RMASTORE_NAME(store_snapshot);
 
 /**
+ * Brings back, from the newest complete snapshot in snapshot_dir, the keys whose every copy was
+ * lost in this job (more failures at once than copies). Collective over the store's processes,
+ * with the same status on every process; call it when no failure is pending (after
+ * store_recover returned STORE_OK, as for store_snapshot). It is allowed in the global variant's
+ * transaction mode: each key either keeps its state or gets the snapshot's value, so a call cut
+ * short by a failure leaves nothing half done, and the next call (after store_recover) finishes.
+ *
+ * A key comes back if some process's store_last_recovery lists it as lost, it still reads as
+ * lost (STORE_ERR_DATA_LOST) when this call looks, and the snapshot holds it. Its value is then
+ * the snapshot's, older than the one that was lost: the call says which snapshot (*snapshot, 0
+ * when nothing was lost or there is no snapshot) and which keys. A key put or deleted since its
+ * loss is left alone, a key deleted before its loss is not lost and never comes back, and a lost
+ * key the snapshot does not hold (first put after it) stays lost.
+ *
+ * keys[0 .. min(*count, capacity)) receives the keys brought back, ascending, and *count their
+ * number: the same on every process (keys may be NULL when capacity is 0; snapshot may be NULL).
+ *
+ * STORE_ERR_ARG: no snapshot_dir, or count NULL, or keys NULL with capacity > 0.
+ * STORE_ERR_TX_STATE: a transaction is open. STORE_ERR_PROC_FAILED: a process failed before or
+ * during the call: call store_recover, then this again. STORE_ERR_IO, STORE_ERR_SNAPSHOT_FORMAT,
+ * STORE_ERR_SNAPSHOT_OTHER: as for store_init with restore; nothing was put.
+ */
+store_status_t store_restore_lost(store_t store, uint64_t *snapshot, store_key_t *keys, size_t capacity, size_t *count)
+    RMASTORE_NAME(store_restore_lost);
+
+/**
  * Modes of a store. The paper this design follows keeps the application's own recovery
  * procedure, which runs after store_recover, from leaving the store half-updated if another
  * failure strikes meanwhile:
@@ -651,8 +681,9 @@ typedef struct store_info {
   double helper_cpu_seconds;
   /** Slots this process allocated or enlarged (moved) for writers, its own puts included. */
   uint64_t enlargements_served;
-  /** Control messages this process sent to holders (slot requests, lookups). A put whose value
-   *  fits the slots it was granted before sends none. */
+  /** Requests this process sent to other processes' helpers and waited for (slot requests,
+   *  lookups, locks, witness records, lists); those it answered itself are not counted. A put whose
+   *  value fits the slots it was granted before sends none. */
   uint64_t requests_sent;
   /** Processes of the store this process knows to have failed (since the last store_recover). */
   int failed_processes;

@@ -356,6 +356,20 @@ store_status_t store_snapshot(store_t store, uint64_t *snapshot) {
   });
 }
 
+store_status_t store_restore_lost(store_t store, uint64_t *snapshot, store_key_t *keys, size_t capacity,
+                                  size_t *count) {
+  if (store == nullptr) return STORE_ERR_HANDLE;
+  if (count == nullptr || (keys == nullptr && capacity > 0)) return STORE_ERR_ARG;
+  return with_store(store, [&](Store &s) {
+    std::vector<std::uint64_t> back;
+    const std::uint64_t seq = s.restore_lost(&back);
+    std::copy_n(back.begin(), std::min(back.size(), capacity), keys);
+    *count = back.size();
+    if (snapshot != nullptr) *snapshot = seq;
+    return STORE_OK;
+  });
+}
+
 store_status_t store_get_mode(store_t store, store_mode_t *mode) {
   if (store == nullptr) return STORE_ERR_HANDLE;
   if (mode == nullptr) return STORE_ERR_ARG;

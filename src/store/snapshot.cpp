@@ -5,7 +5,9 @@
 // no manifest that names a part which is not on disk.
 #include <mpi.h>
 
+#include <algorithm>
 #include <chrono>
+#include <climits>
 #include <cstdio>
 #include <string>
 #include <thread>
@@ -63,17 +65,22 @@ void settle(MPI_Comm comm, store_status_t mine, const std::string &why, const ch
 
 } // namespace
 
-std::uint64_t Store::snapshot() {
+void Store::require_ready_for_durable(const char *what) {
   require_healthy();
-  if (tx_open_) throw StoreError(STORE_ERR_TX_STATE, "store_snapshot with a transaction open");
+  if (tx_open_) throw StoreError(STORE_ERR_TX_STATE, std::string(what) + " with a transaction open");
+  Core &c = *core_;
+  if (c.config.snapshot_dir.empty()) throw StoreError(STORE_ERR_ARG, "no snapshot_dir in the store's configuration");
+  // A key whose first holder failed would be written by nobody, and a loss is known only once
+  // the repairs ran: the localized variant's repairs must have run (store_recover finishes them).
+  if (c.rt.detecting() && c.rt.failures->failures() > 0)
+    throw StoreError(STORE_ERR_PROC_FAILED, std::string("a process failed: call store_recover before ") + what);
+  c.app.drain();
+}
+
+std::uint64_t Store::snapshot() {
+  require_ready_for_durable("store_snapshot");
   Core &c = *core_;
   const std::string &dir = c.config.snapshot_dir;
-  if (dir.empty()) throw StoreError(STORE_ERR_ARG, "no snapshot_dir in the store's configuration");
-  // A key whose first holder failed would be written by nobody: the localized variant's repairs
-  // must have run (store_recover finishes them).
-  if (c.rt.detecting() && c.rt.failures->failures() > 0)
-    throw StoreError(STORE_ERR_PROC_FAILED, "a process failed: call store_recover before store_snapshot");
-  c.app.drain();
   MPI_Comm comm = c.rt.comm;
   std::string why;
 
@@ -176,8 +183,37 @@ std::uint64_t Store::snapshot() {
   return seq;
 }
 
-std::uint64_t Store::restore() {
-  Core &c = *core_;
+namespace {
+
+// Every process's `mine`, concatenated in rank order. Collective; a failure is
+// STORE_ERR_PROC_FAILED, as for every step of the durable tier.
+std::vector<std::uint64_t> gather_all(MPI_Comm comm, const std::vector<std::uint64_t> &mine, const char *what) {
+  int size = 1;
+  MPI_Comm_size(comm, &size);
+  if (mine.size() > static_cast<std::size_t>(INT_MAX))
+    throw StoreError(STORE_ERR_NO_MEMORY, std::string(what) + ": too many keys to gather");
+  const int n = static_cast<int>(mine.size());
+  std::vector<int> counts(static_cast<std::size_t>(size)), displs(static_cast<std::size_t>(size));
+  check_collective(MPI_Allgather(&n, 1, MPI_INT, counts.data(), 1, MPI_INT, comm), "MPI_Allgather", what);
+  long long total = 0;
+  for (std::size_t i = 0; i < counts.size(); ++i) {
+    if (total + counts[i] > INT_MAX)
+      throw StoreError(STORE_ERR_NO_MEMORY, std::string(what) + ": too many keys to gather");
+    displs[i] = static_cast<int>(total);
+    total += counts[i];
+  }
+  std::vector<std::uint64_t> all(static_cast<std::size_t>(total));
+  check_collective(
+      MPI_Allgatherv(mine.data(), n, MPI_UINT64_T, all.data(), counts.data(), displs.data(), MPI_UINT64_T, comm),
+      "MPI_Allgatherv", what);
+  return all;
+}
+
+// The newest complete snapshot in the store's directory: its number (0: none) and, in
+// *records, this process's share of its values (parts i with i mod size == rank: no process
+// reads everything, whatever the two jobs' sizes). A snapshot that fails a check on any process
+// is skipped by all, said on standard error, and counted in *skipped. Collective.
+std::uint64_t read_newest(Core &c, const char *what, std::vector<durable::Record> *records, int *skipped) {
   const std::string &dir = c.config.snapshot_dir;
   MPI_Comm comm = c.rt.comm;
   std::string why;
@@ -185,16 +221,14 @@ std::uint64_t Store::restore() {
   std::vector<std::uint64_t> seqs;
   store_status_t st = STORE_OK;
   if (c.rt.rank == 0) st = attempt([&] { seqs = durable::list_snapshots(dir); }, &why);
-  settle(comm, st, why, "store_init's restore");
+  settle(comm, st, why, what);
   std::uint64_t count = seqs.size();
-  check_collective(MPI_Bcast(&count, 1, MPI_UINT64_T, 0, comm), "MPI_Bcast", "store_init's restore");
+  check_collective(MPI_Bcast(&count, 1, MPI_UINT64_T, 0, comm), "MPI_Bcast", what);
   seqs.resize(count);
-  check_collective(MPI_Bcast(seqs.data(), static_cast<int>(count), MPI_UINT64_T, 0, comm), "MPI_Bcast",
-                   "store_init's restore");
+  check_collective(MPI_Bcast(seqs.data(), static_cast<int>(count), MPI_UINT64_T, 0, comm), "MPI_Bcast", what);
 
   for (std::uint64_t seq : seqs) {
-    // Parts are read round robin: no process reads everything, whatever the two jobs' sizes.
-    std::vector<durable::Record> records;
+    records->clear();
     bool usable = true;
     st = attempt(
         [&] {
@@ -211,33 +245,86 @@ std::uint64_t Store::restore() {
               usable = false;
               return;
             }
-            for (durable::Record &r : *part) records.push_back(std::move(r));
+            for (durable::Record &r : *part) records->push_back(std::move(r));
           }
         },
         &why);
-    settle(comm, st, why, "store_init's restore");
-    // A part missing or damaged anywhere: this snapshot is skipped by all.
-    if (agree(comm, usable ? STORE_OK : STORE_ERR_IO) != STORE_OK) {
-      if (!usable)
-        std::fprintf(stderr, "rmastore: snapshot %llu in %s skipped: %s\n", static_cast<unsigned long long>(seq),
-                     dir.c_str(), why.c_str());
-      ++snapshots_skipped_;
-      continue;
-    }
-    std::vector<PutItem> items;
-    items.reserve(records.size());
-    for (const durable::Record &r : records) items.push_back(PutItem{r.key, r.value.data(), r.value.size()});
-    constexpr std::size_t kBatch = 512;
-    for (std::size_t i = 0; i < items.size(); i += kBatch) {
-      put_many({items.begin() + static_cast<std::ptrdiff_t>(i),
-                items.begin() + static_cast<std::ptrdiff_t>(std::min(items.size(), i + kBatch))});
-    }
-    settle(comm, STORE_OK, "", "store_init's restore");
-    restored_snapshot_ = seq;
-    restored_keys_ = records.size();
-    return seq;
+    settle(comm, st, why, what);
+    if (agree(comm, usable ? STORE_OK : STORE_ERR_IO) == STORE_OK) return seq;
+    if (!usable)
+      std::fprintf(stderr, "rmastore: snapshot %llu in %s skipped: %s\n", static_cast<unsigned long long>(seq),
+                   dir.c_str(), why.c_str());
+    ++*skipped;
   }
+  records->clear();
   return 0;
+}
+
+} // namespace
+
+void Store::put_records(const std::vector<durable::Record> &records) {
+  std::vector<PutItem> items;
+  items.reserve(records.size());
+  for (const durable::Record &r : records) items.push_back(PutItem{r.key, r.value.data(), r.value.size()});
+  constexpr std::size_t kBatch = 512;
+  // The variant's own puts: allowed in the global variant's transaction mode too, since each key
+  // either keeps its state or gets the snapshot's value, and a call cut short by a failure is
+  // finished by the next one.
+  for (std::size_t i = 0; i < items.size(); i += kBatch) {
+    variant_->put_many({items.begin() + static_cast<std::ptrdiff_t>(i),
+                        items.begin() + static_cast<std::ptrdiff_t>(std::min(items.size(), i + kBatch))});
+  }
+}
+
+std::uint64_t Store::restore() {
+  std::vector<durable::Record> records;
+  const std::uint64_t seq = read_newest(*core_, "store_init's restore", &records, &snapshots_skipped_);
+  if (seq == 0) return 0;
+  put_records(records);
+  settle(core_->rt.comm, STORE_OK, "", "store_init's restore");
+  restored_snapshot_ = seq;
+  restored_keys_ = records.size();
+  return seq;
+}
+
+std::uint64_t Store::restore_lost(std::vector<std::uint64_t> *back) {
+  constexpr const char *kWhat = "store_restore_lost";
+  require_ready_for_durable(kWhat);
+  Core &c = *core_;
+  MPI_Comm comm = c.rt.comm;
+  back->clear();
+  // The candidates: every process's loss list (they differ in the localized variant).
+  std::size_t n = 0;
+  const store_key_t *listed = variant_->lost_keys(lost_keys_, &n);
+  std::vector<std::uint64_t> lost = gather_all(comm, std::vector<std::uint64_t>(listed, listed + n), kWhat);
+  std::sort(lost.begin(), lost.end());
+  lost.erase(std::unique(lost.begin(), lost.end()), lost.end());
+  if (lost.empty()) return 0; // the same on every process: nothing read
+  std::vector<durable::Record> records;
+  int skipped = 0;
+  const std::uint64_t seq = read_newest(c, kWhat, &records, &skipped);
+  // Only keys that still read as lost: one put or deleted since keeps what it has now.
+  std::vector<durable::Record> wanted;
+  std::vector<std::uint64_t> mine;
+  std::string why;
+  const store_status_t st = attempt(
+      [&] {
+        std::byte probe[1];
+        std::size_t len = 0;
+        for (durable::Record &r : records) {
+          if (!std::binary_search(lost.begin(), lost.end(), r.key) ||
+              variant_->get(r.key, probe, sizeof probe, &len) != STORE_ERR_DATA_LOST)
+            continue;
+          mine.push_back(r.key);
+          wanted.push_back(std::move(r));
+        }
+        put_records(wanted);
+      },
+      &why);
+  settle(comm, st, why, kWhat);
+  *back = gather_all(comm, mine, kWhat);
+  std::sort(back->begin(), back->end());
+  return seq;
 }
 
 } // namespace rmastore::internal

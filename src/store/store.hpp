@@ -27,6 +27,10 @@
 
 namespace rmastore::internal {
 
+namespace durable {
+struct Record;
+}
+
 class Store final {
 public:
   // Collective over comm. Throws StoreError with the status every process agreed on.
@@ -59,10 +63,13 @@ public:
   void back_to_normal(); // collective
   // Collective.
   void finalize();
-  // The durable tier (snapshot.cpp). Both collective; snapshot() returns the new snapshot's
+  // The durable tier (snapshot.cpp). All collective; snapshot() returns the new snapshot's
   // number, restore() the number of the one it loaded (0: none in the directory).
   std::uint64_t snapshot();
   std::uint64_t restore();
+  // store_restore_lost: collective. The snapshot it read (0: nothing lost, or no snapshot), and
+  // in *back the keys it put back, ascending, the same on every process.
+  std::uint64_t restore_lost(std::vector<std::uint64_t> *back);
   // Local, with no collective call: stops the helper and repair threads, so that no thread of
   // the store calls MPI after MPI_Finalize. Called at the start of MPI_Finalize (capi.cpp);
   // the store is unusable afterwards, and whatever MPI holds for it is freed by MPI_Finalize.
@@ -103,6 +110,12 @@ private:
   // STORE_ERR_PROC_FAILED then, once another process started store_recover, and when the variant
   // needs a recovery.
   void require_healthy() const;
+  // What store_snapshot and store_restore_lost (`what`) need: a healthy store, no transaction
+  // open, a snapshot_dir, no failure left to recover. Then waits for this process's posted
+  // messages to complete.
+  void require_ready_for_durable(const char *what);
+  // Puts the records back through the store's placement, in batches.
+  void put_records(const std::vector<durable::Record> &records);
   // Starts the variant's threads and the helper, which hands requests to the holder side
   // (Holder::serve) and the other messages to on_message.
   void start_threads();
