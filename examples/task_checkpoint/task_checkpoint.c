@@ -22,8 +22,14 @@
  *   - the program ends when every worker's key holds no task, and the sum of all workers'
  *     solutions must equal the known count, with no task checkpoint left in the store.
  *
+ *   - with --rounds K the tasks run in K rounds; at the end of each, its solutions are folded
+ *     into one key, its workers' keys deleted, and (with --snapshot-dir) a snapshot written. A
+ *     new job, of any number of processes, started with --restore after the whole job was
+ *     killed, goes on from the round after the newest snapshot and finishes the count.
+ *
  *   mpirun --with-ft ulfm -n 4 ./task_checkpoint [--n 13] [--kill-rank 1] [--kill-after 100]
  *                                               [--kill2-rank -1] [--replicas 2]
+ *                                               [--rounds 1] [--snapshot-dir DIR [--restore]]
  *
  * --kill-rank R dies (SIGKILL) half-way through its first task after --kill-after finished
  * ones; -1: no failure.
@@ -44,13 +50,27 @@
 #include "../common/example_cli.h"
 
 #define MAX_RANGES 64
-#define TAG_ASK 1
-#define TAG_ANSWER 2
-#define DEATH_KEY 1000000 /* + world rank: when a killed worker died (now()) */
+/* Steal requests and answers carry the round in their tag: a request left over from a round
+ * (its thief saw the round done and left) is never served in the next one. */
+#define TAG_ASK (1 + 2 * (int)round_no)
+#define TAG_ANSWER (2 + 2 * (int)round_no)
+#define DEATH_KEY 1000000    /* + world rank: when a killed worker died (now()) */
+#define PROGRESS_KEY 2000000 /* progress_t: the rounds done, and their solutions */
 /* Worker w's task checkpoints: key task_key(w, t) for task t, a range of 2^32 keys per worker. */
 static store_key_t task_key(int worker, uint32_t task) {
   return ((store_key_t)(worker + 1) << 40) + task;
 }
+
+/* The tasks run in rounds; a snapshot follows each round (--snapshot-dir). Worker w's state in
+ * round k is under key (k << 24) + w. */
+static uint32_t round_no;
+static store_key_t worker_key(int worker) {
+  return ((store_key_t)round_no << 24) + (store_key_t)worker;
+}
+
+typedef struct {
+  uint64_t rounds_done, solutions; /* the solutions of the rounds done */
+} progress_t;
 
 typedef struct {
   uint32_t lo, hi;
@@ -73,7 +93,15 @@ typedef struct {
 
 static const uint64_t known[] = {1, 1, 0, 0, 2, 10, 4, 40, 92, 352, 724, 2680, 14200, 73712, 365596};
 
-static int n = 13, kill_rank = 1, kill_after = 100, kill2_rank = -1, replicas = 2;
+static int n = 13, kill_rank = 1, kill_after = 100, kill2_rank = -1, replicas = 2, rounds = 1, restore = 0;
+static const char *snapshot_dir = NULL;
+/* Round k runs tasks round_lo(k) .. round_lo(k + 1) - 1. */
+static uint32_t round_lo(uint32_t k) {
+  return (uint32_t)((uint64_t)n * (uint64_t)n * (uint64_t)n * k / (uint64_t)rounds);
+}
+static uint32_t round_tasks(uint32_t k) {
+  return round_lo(k + 1) - round_lo(k);
+}
 static int world_rank, world_size;
 /* Times in the log: seconds on CLOCK_REALTIME since an origin rank 0 chose and broadcast, so
  * that all processes' lines (and a death time one process stored and another reads) compare.
@@ -156,7 +184,7 @@ static uint32_t remaining(const worker_t *w) {
 
 static store_status_t load(int worker, worker_t *w) {
   size_t len = 0;
-  store_status_t st = store_get(store, (store_key_t)worker, w, sizeof *w, &len);
+  store_status_t st = store_get(store, worker_key(worker), w, sizeof *w, &len);
   if (st == STORE_OK && len != sizeof *w) die("a worker's state has the wrong size", STORE_ERR_INTERNAL);
   return st;
 }
@@ -255,8 +283,9 @@ static store_status_t adopt(void) {
   for (int d = 0; d < world_size; ++d) {
     if (is_alive(d) || alive_world[d % nalive] != world_rank) continue;
     worker_t dead, mine;
-    store_status_t st;
-    if ((st = load(d, &dead)) != STORE_OK || (st = load(world_rank, &mine)) != STORE_OK) return st;
+    store_status_t st = load(d, &dead);
+    if (st == STORE_ERR_NOT_FOUND) continue; /* between rounds: nothing to adopt */
+    if (st != STORE_OK) return st;
     uint32_t moved = remaining(&dead);
     if (moved == 0) {
       if (dead.adopted_by >= 0 && !reported_adoption[d])
@@ -265,6 +294,7 @@ static store_status_t adopt(void) {
       reported_adoption[d] = 1;
       continue; /* adopted before, or it had finished */
     }
+    if ((st = load(world_rank, &mine)) != STORE_OK) return st;
     /* The checkpoint of the task it was running: its name is not known here, its range is. */
     store_key_t found[MAX_RANGES];
     size_t nfound = 0;
@@ -281,8 +311,8 @@ static store_status_t adopt(void) {
     dead.nranges = 0;
     dead.adopted_by = world_rank;
     if ((st = store_tx_begin(store)) != STORE_OK) return st;
-    store_put(store, (store_key_t)d, &dead, sizeof dead);
-    store_put(store, (store_key_t)world_rank, &mine, sizeof mine);
+    store_put(store, worker_key(d), &dead, sizeof dead);
+    store_put(store, worker_key(world_rank), &mine, sizeof mine);
     for (size_t i = 0; i < nfound; ++i) { /* the task checkpoints move under this worker's keys */
       store_put(store, task_key(world_rank, ckpt[i].task), &ckpt[i], sizeof ckpt[i]);
       store_delete(store, found[i]);
@@ -378,8 +408,8 @@ static store_status_t serve(worker_t *mine) {
       next.r[best].hi = mid;
       add_range(&other, given);
       if ((st = store_tx_begin(store)) != STORE_OK) return st;
-      store_put(store, (store_key_t)world_rank, &next, sizeof next);
-      store_put(store, (store_key_t)thief, &other, sizeof other);
+      store_put(store, worker_key(world_rank), &next, sizeof next);
+      store_put(store, worker_key(thief), &other, sizeof other);
       if ((st = store_tx_commit(store)) != STORE_OK) return st;
       *mine = next;
       gave = (int)(given.hi - given.lo);
@@ -400,7 +430,7 @@ static store_status_t all_done(int *done) {
     if (st != STORE_OK) return st;
     finished += s.tasks_done;
   }
-  *done = finished == (uint64_t)n * (uint64_t)n * (uint64_t)n;
+  *done = finished == round_tasks(round_no);
   return STORE_OK;
 }
 
@@ -446,15 +476,18 @@ static store_status_t steal(worker_t *mine, int *got) {
 /* ---- command line ---------------------------------------------------------------------------- */
 
 static const char usage[] = "usage: task_checkpoint [--n N] [--kill-rank R|-1] [--kill-after T] "
-                            "[--kill2-rank R|-1] [--replicas R]\n";
+                            "[--kill2-rank R|-1] [--replicas R] [--rounds K] [--snapshot-dir DIR [--restore]]\n";
 
 static void parse_args(int argc, char **argv) {
-  enum { OPT_N = 256, OPT_KILL_RANK, OPT_KILL_AFTER, OPT_KILL2_RANK, OPT_REPLICAS };
+  enum { OPT_N = 256, OPT_KILL_RANK, OPT_KILL_AFTER, OPT_KILL2_RANK, OPT_REPLICAS, OPT_ROUNDS, OPT_DIR, OPT_RESTORE };
   static const struct option options[] = {{"n", required_argument, NULL, OPT_N},
                                           {"kill-rank", required_argument, NULL, OPT_KILL_RANK},
                                           {"kill-after", required_argument, NULL, OPT_KILL_AFTER},
                                           {"kill2-rank", required_argument, NULL, OPT_KILL2_RANK},
                                           {"replicas", required_argument, NULL, OPT_REPLICAS},
+                                          {"rounds", required_argument, NULL, OPT_ROUNDS},
+                                          {"snapshot-dir", required_argument, NULL, OPT_DIR},
+                                          {"restore", no_argument, NULL, OPT_RESTORE},
                                           {"help", no_argument, NULL, 'h'},
                                           {NULL, 0, NULL, 0}};
   cli_init("task_checkpoint", usage, world_rank);
@@ -475,11 +508,21 @@ static void parse_args(int argc, char **argv) {
     case OPT_REPLICAS:
       replicas = int_arg("--replicas", optarg, 1, INT_MAX);
       break;
+    case OPT_ROUNDS:
+      rounds = int_arg("--rounds", optarg, 1, 1000);
+      break;
+    case OPT_DIR:
+      snapshot_dir = optarg;
+      break;
+    case OPT_RESTORE:
+      restore = 1;
+      break;
     default:
       cli_other(c, argv);
     }
   }
   cli_no_operands(argc, argv);
+  if (restore && snapshot_dir == NULL) usage_error("--restore needs --snapshot-dir");
 }
 
 /* ---- main ----------------------------------------------------------------------------------- */
@@ -507,96 +550,162 @@ int main(int argc, char **argv) {
   store_config_t cfg;
   store_config_init(&cfg);
   cfg.replicas = replicas < world_size ? replicas : world_size;
+  cfg.snapshot_dir = snapshot_dir;
+  cfg.restore = restore;
   store_status_t st = store_init(MPI_COMM_WORLD, &cfg, &store);
   if (st != STORE_OK) die("store_init", st);
   set_work(MPI_COMM_WORLD);
-
-  /* Initial split: every worker's key holds its share of the tasks. */
-  uint32_t tasks = (uint32_t)(n * n * n);
-  worker_t mine;
-  memset(&mine, 0, sizeof mine);
-  mine.adopted_by = -1;
-  add_range(&mine, (range_t){tasks * (uint32_t)world_rank / (uint32_t)world_size,
-                             tasks * (uint32_t)(world_rank + 1) / (uint32_t)world_size});
-  if ((st = store_put(store, (store_key_t)world_rank, &mine, sizeof mine)) != STORE_OK) die("store_put", st);
-  MPI_Barrier(MPI_COMM_WORLD);
+  const uint32_t tasks = (uint32_t)(n * n * n);
+  progress_t prog = {0, 0};
+  size_t plen = 0;
+  st = store_get(store, PROGRESS_KEY, &prog, sizeof prog, &plen);
+  if (st != STORE_OK && st != STORE_ERR_NOT_FOUND) die("store_get of the progress", st);
   if (world_rank == 0) {
-    say("N=%d: %u tasks on %d workers, %d copies of every checkpoint; worker %d dies after %d tasks%s", n, tasks,
-        world_size, cfg.replicas, kill_rank, kill_after, kill2_rank >= 0 ? ", another inside the recovery" : "");
+    say("N=%d: %u tasks in %d round(s) on %d workers, %d copies of every checkpoint; worker %d dies after %d "
+        "tasks%s",
+        n, tasks, rounds, world_size, cfg.replicas, kill_rank, kill_after,
+        kill2_rank >= 0 ? ", another inside the recovery" : "");
     if (kill_rank < 0) say("no failure injected");
+    if (restore) {
+      store_info_t info;
+      store_info_init(&info);
+      store_get_info(store, &info);
+      say("restored snapshot %llu of %s: %llu of %d rounds done, %llu solutions in them",
+          (unsigned long long)info.restored_snapshot, snapshot_dir, (unsigned long long)prog.rounds_done, rounds,
+          (unsigned long long)prog.solutions);
+    }
   }
 
   int steals = 0, stolen = 0;
-  for (;;) {
-    st = serve(&mine);
-    if (st != STORE_OK) {
-      recover("serving a steal", st);
-      if ((st = load(world_rank, &mine)) != STORE_OK) die("reload", st);
-      continue;
-    }
-    if (mine.nranges > 0) {
-      const uint32_t t = mine.r[mine.nranges - 1].lo;
-      uint64_t found = 0;
-      int checkpointed = 0;
-      st = run_task(&mine, t, &found, &checkpointed);
-      worker_t next = mine;
-      next.solutions += found;
-      next.tasks_done += 1;
-      next.r[next.nranges - 1].lo += 1;
-      if (next.r[next.nranges - 1].lo == next.r[next.nranges - 1].hi) next.nranges -= 1;
-      /* The fold-in: the task's result into the worker's key and its checkpoint gone, at once. */
-      if (st == STORE_OK && checkpointed) {
-        st = store_tx_begin(store);
-        if (st == STORE_OK) {
-          store_put(store, (store_key_t)world_rank, &next, sizeof next);
-          store_delete(store, task_key(world_rank, t));
+  uint64_t done_here = 0;
+  for (round_no = (uint32_t)prog.rounds_done; round_no < (uint32_t)rounds; ++round_no) {
+    /* The round's tasks, split among the live workers by the first of them, in one transaction:
+     * every worker's key exists before any worker steals. */
+    for (;;) {
+      worker_t w;
+      st = me == 0 ? load(world_rank, &w) : STORE_OK;
+      if (st == STORE_ERR_NOT_FOUND) {
+        if ((st = store_tx_begin(store)) == STORE_OK) {
+          for (int i = 0; i < world_size; ++i) {
+            memset(&w, 0, sizeof w);
+            w.adopted_by = -1;
+            for (int k = 0; k < nalive; ++k) {
+              if (alive_world[k] != i) continue;
+              add_range(&w,
+                        (range_t){round_lo(round_no) + round_tasks(round_no) * (uint32_t)k / (uint32_t)nalive,
+                                  round_lo(round_no) + round_tasks(round_no) * (uint32_t)(k + 1) / (uint32_t)nalive});
+            }
+            store_put(store, worker_key(i), &w, sizeof w);
+          }
           st = store_tx_commit(store);
         }
-        if (st == STORE_OK) ++ckpts_deleted;
-      } else if (st == STORE_OK) {
-        st = store_put(store, (store_key_t)world_rank, &next, sizeof next);
       }
+      if (st == STORE_OK && MPI_Barrier(work) != MPI_SUCCESS) st = STORE_ERR_PROC_FAILED;
+      if (st == STORE_OK) break;
+      recover("starting a round", st);
+    }
+    worker_t mine;
+    if ((st = load(world_rank, &mine)) != STORE_OK) die("load", st);
+    for (;;) {
+      st = serve(&mine);
       if (st != STORE_OK) {
-        recover("checkpoint", st);
+        recover("serving a steal", st);
         if ((st = load(world_rank, &mine)) != STORE_OK) die("reload", st);
         continue;
       }
-      mine = next;
-      continue;
+      if (mine.nranges > 0) {
+        const uint32_t t = mine.r[mine.nranges - 1].lo;
+        uint64_t found = 0;
+        int checkpointed = 0;
+        st = run_task(&mine, t, &found, &checkpointed);
+        worker_t next = mine;
+        next.solutions += found;
+        next.tasks_done += 1;
+        next.r[next.nranges - 1].lo += 1;
+        if (next.r[next.nranges - 1].lo == next.r[next.nranges - 1].hi) next.nranges -= 1;
+        /* The fold-in: the task's result into the worker's key and its checkpoint gone, at once. */
+        if (st == STORE_OK && checkpointed) {
+          st = store_tx_begin(store);
+          if (st == STORE_OK) {
+            store_put(store, worker_key(world_rank), &next, sizeof next);
+            store_delete(store, task_key(world_rank, t));
+            st = store_tx_commit(store);
+          }
+          if (st == STORE_OK) ++ckpts_deleted;
+        } else if (st == STORE_OK) {
+          st = store_put(store, worker_key(world_rank), &next, sizeof next);
+        }
+        if (st != STORE_OK) {
+          recover("checkpoint", st);
+          if ((st = load(world_rank, &mine)) != STORE_OK) die("reload", st);
+          continue;
+        }
+        mine = next;
+        continue;
+      }
+      int got = 0;
+      st = steal(&mine, &got);
+      if (st == STORE_OK && got > 0) {
+        ++steals;
+        stolen += got;
+        continue;
+      }
+      int done = 0;
+      if (st == STORE_OK) st = all_done(&done);
+      if (st != STORE_OK) {
+        recover("stealing", st);
+        if ((st = load(world_rank, &mine)) != STORE_OK) die("reload", st);
+        continue;
+      }
+      if (done) break;
     }
-    int got = 0;
-    st = steal(&mine, &got);
-    if (st == STORE_OK && got > 0) {
-      ++steals;
-      stolen += got;
-      continue;
+    done_here += mine.tasks_done;
+    if (ask_req != MPI_REQUEST_NULL) { /* this round's receive of steal requests */
+      MPI_Cancel(&ask_req);
+      MPI_Wait(&ask_req, MPI_STATUS_IGNORE);
+      ask_req = MPI_REQUEST_NULL;
     }
-    int done = 0;
-    if (st == STORE_OK) st = all_done(&done);
-    if (st != STORE_OK) {
-      recover("stealing", st);
-      if ((st = load(world_rank, &mine)) != STORE_OK) die("reload", st);
-      continue;
+    /* The round's end: its solutions go into the progress and its workers' keys go, in one
+     * transaction by the first live worker; then the snapshot. A failure redoes what is not done:
+     * the progress says whether the fold did. */
+    for (;;) {
+      st = MPI_Barrier(work) == MPI_SUCCESS ? STORE_OK : STORE_ERR_PROC_FAILED;
+      progress_t p = prog;
+      if (st == STORE_OK) st = store_get(store, PROGRESS_KEY, &p, sizeof p, &plen);
+      if (st == STORE_ERR_NOT_FOUND) st = STORE_OK; /* round 0 of a fresh run */
+      if (st == STORE_OK && me == 0 && p.rounds_done == round_no) {
+        char line[1024] = "";
+        p.rounds_done = round_no + 1;
+        for (int w = 0; w < world_size && st == STORE_OK; ++w) {
+          worker_t s;
+          if ((st = load(w, &s)) != STORE_OK) break;
+          p.solutions += s.solutions;
+          size_t used = strlen(line);
+          snprintf(line + used, sizeof line - used, " %d:%llu%s", w, (unsigned long long)s.tasks_done,
+                   is_alive(w) ? "" : "(dead)");
+        }
+        if (st == STORE_OK && (st = store_tx_begin(store)) == STORE_OK) {
+          store_put(store, PROGRESS_KEY, &p, sizeof p);
+          for (int w = 0; w < world_size; ++w) store_delete(store, worker_key(w));
+          st = store_tx_commit(store);
+        }
+        if (st == STORE_OK) say("round %u of %d done, tasks per worker:%s", round_no + 1, rounds, line);
+      }
+      if (st == STORE_OK && MPI_Barrier(work) != MPI_SUCCESS) st = STORE_ERR_PROC_FAILED;
+      if (st == STORE_OK) st = store_get(store, PROGRESS_KEY, &prog, sizeof prog, &plen);
+      uint64_t snap = 0;
+      if (st == STORE_OK && snapshot_dir != NULL) st = store_snapshot(store, &snap);
+      if (st == STORE_OK) {
+        if (snap != 0 && me == 0) say("snapshot %llu written after round %u", (unsigned long long)snap, round_no + 1);
+        break;
+      }
+      if (st != STORE_ERR_PROC_FAILED) die("the end of a round", st);
+      recover("the end of a round", st);
     }
-    if (done) break;
   }
-  if (ask_req != MPI_REQUEST_NULL) {
-    MPI_Cancel(&ask_req);
-    MPI_Wait(&ask_req, MPI_STATUS_IGNORE);
-  }
-
-  /* The result, from the checkpoints of every worker, the dead ones included. */
-  uint64_t total = 0;
-  char line[1024] = "";
-  for (int w = 0; w < world_size; ++w) {
-    worker_t s;
-    if ((st = load(w, &s)) != STORE_OK) die("final read", st);
-    total += s.solutions;
-    size_t used = strlen(line);
-    snprintf(line + used, sizeof line - used, " %d:%llu%s", w, (unsigned long long)s.tasks_done,
-             is_alive(w) ? "" : "(dead)");
-  }
-  say("done: %llu tasks of its own, %d steals brought %d tasks", (unsigned long long)mine.tasks_done, steals, stolen);
+  /* The result, from the progress the rounds folded their solutions into. */
+  const uint64_t total = prog.solutions;
+  say("done: %llu tasks of its own, %d steals brought %d tasks", (unsigned long long)done_here, steals, stolen);
   /* Memory: every finished task's checkpoint was deleted, so none is left and the memory the
    * store attached did not grow with the tasks. */
   store_key_t left[4];
@@ -628,7 +737,6 @@ int main(int argc, char **argv) {
     /* Flat: what is left is the workers' own keys and the death records (a few copies each), in
      * the first memory region the store attached. Every task checkpoint kept would add copies. */
     int flat = sum[2] <= (uint64_t)(2 * world_size * cfg.replicas) && max[1] <= 1;
-    say("tasks done per worker:%s", line);
     say("task checkpoints: %llu made and %llu deleted by the survivors, %zu left in the store; memory %s: "
         "%llu copies held in all, at most %.0f KiB attached per process in %llu region(s)",
         (unsigned long long)sum[0], (unsigned long long)sum[1], nleft, flat ? "flat" : "GREW",
