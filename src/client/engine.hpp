@@ -26,9 +26,9 @@ public:
     int holder; // current rank
     CtrlMsg msg;
   };
-  // Sends each message to its holder's helper (Agent::post: MPI_Isend with kTagHelper, and the
-  // holder's doorbell), or serves it inline when this process is the holder and can; waits
-  // (bounded by failure detection) for all replies, on the agent's reply_tag, and returns them in
+  // Sends each message to its holder's helper (Agent::post: MPI_Isend with kTagHelper, up to
+  // kMaxPack messages to one holder in one, and the holder's doorbell), or serves it inline when this process is the
+  // holder and can; waits (bounded by failure detection) for all replies, on the agent's reply_tag, and returns them in
   // order. Replies to earlier requests of the agent, which it stopped waiting for, are skipped.
   std::vector<CtrlMsg> ask_all(Agent &a, const std::vector<Ask> &asks);
   // ask_all of one message to each listed holder, installing grants and lookups into the cache.

@@ -5,8 +5,12 @@
 //   locks     (lock_server.hpp)  - the localized variant's slot locks;
 //   witnesses (witnesses.hpp)    - the records that keys exist.
 //
-// The helper thread hands every request from another process to serve(); this process's own
-// agents ask serve_inline(), which answers without a message when it can.
+// The helper thread (transport/helper.hpp) receives every request from another process on a
+// standing MPI_Irecv (kTagHelper) and hands it to serve(); the reply goes back through
+// Helper::send, packed with the others to the same process into one MPI_Isend on the request's
+// reply_tag. This process's own agents ask serve_inline(), which answers without a message when
+// it can. The bytes of the writers' MPI_Rput land in the slots while the helper polls MPI: no
+// code here runs for them.
 #pragma once
 
 #include <cstdint>

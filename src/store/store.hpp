@@ -41,9 +41,9 @@ public:
   Store(const Store &) = delete;
   Store &operator=(const Store &) = delete;
 
-  // store_put: refused (STORE_ERR_PROC_FAILED) while a failure is known and not recovered, and
-  // in STORE_MODE_TRANSACTION; inside a transaction only staged for commit; otherwise the
-  // variant's put (variant_).
+  // store_put: STORE_ERR_PROC_FAILED while a failure is known and not recovered; inside a
+  // transaction only staged for commit; STORE_ERR_MODE outside one in STORE_MODE_TRANSACTION;
+  // otherwise the variant's put (variant_).
   void put(std::uint64_t key, const void *buf, std::size_t len);
   void del(std::uint64_t key);
   // Keys must be distinct (the C boundary checks).

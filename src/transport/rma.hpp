@@ -3,9 +3,11 @@
 //
 // Completion is never awaited with MPI_Win_flush or MPI_Wait: both block without bound when the
 // target has died (measured on Open MPI 5.0.7, see docs/design.md). Instead every operation is a
-// request (MPI_Rput/MPI_Rget) polled with MPI_Test by the caller, who can give up on a target.
-// In Open MPI's osc/rdma, an MPI_Rput request completes only when the target acknowledged the
-// data, i.e. at remote completion; tests/test_remote_completion checks that this holds.
+// request (MPI_Rput/MPI_Rget) polled with MPI_Testall by the caller, who can give up on a
+// target. In Open MPI's osc/rdma, an MPI_Rput request completes only when the target
+// acknowledged the data, i.e. at remote completion; tests/test_remote_completion checks that
+// this holds. Between processes the data lands while the target's helper thread polls MPI
+// (transport/helper.hpp), woken by a doorbell when it sleeps.
 #pragma once
 
 #include <mpi.h>

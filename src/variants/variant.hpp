@@ -57,8 +57,8 @@ public:
   // Returns once every copy is in its holder's memory. Global (global.cpp): Engine::request of
   // kAcquireWrite to the holders without a grant in the cache (the first time), repeated until
   // the cache holds every grant; Engine::write_copies at the next version; Engine::record
-  // (kWitness) if the key is new. Localized (localized.cpp): LockClient::acquire at the holders,
-  // write_copies, record if owed, LockClient::release.
+  // (kWitness) if some holder had no complete value (needs_record). Localized (localized.cpp):
+  // LockClient::acquire at the holders, write_copies, record if owed, LockClient::release.
   virtual void put(std::uint64_t key, const void *buf, std::size_t len) = 0;
   // store_delete: every copy goes (a tombstone first, then the slots), and the key's records.
   virtual void del(std::uint64_t key) = 0;
