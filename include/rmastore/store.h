@@ -194,7 +194,8 @@ typedef enum store_detector {
 typedef enum store_recovery_kind {
   /** Default. A failure stops the store: every survivor calls store_recover, which rebuilds it.
    *  Puts to one key from different processes must not overlap (store_put). Transaction mode
-   *  after recovery (store_mode_t). A repeat put is purely one-sided. */
+   *  after recovery (store_mode_t). A repeat put whose value fits its granted slots is purely
+   *  one-sided. */
   STORE_RECOVERY_GLOBAL = 0,
   /** No global stop. Every put takes a lock on each copy's slot (a word in window memory, set by
    *  the holder's threads), so puts to one key may overlap; a lock held by a failed process is

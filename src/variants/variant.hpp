@@ -55,7 +55,8 @@ public:
   virtual void check_usable() const = 0;
 
   // Returns once every copy is in its holder's memory. Global (global.cpp): Engine::request of
-  // kAcquireWrite to the holders without a grant in the cache (the first time), repeated until
+  // kAcquireWrite to the holders without a fitting grant in the cache (the first time, when the
+  // value outgrew its slot, or after another writer took the grant), repeated until
   // the cache holds every grant; Engine::write_copies at the next version; Engine::record
   // (kWitness) if some holder had no complete value (needs_record). Localized (localized.cpp):
   // LockClient::acquire at the holders, write_copies, record if owed, LockClient::release.
