@@ -155,6 +155,21 @@ store_status_t LocalizedVariant::confirm_absent(std::uint64_t key) {
   }
 }
 
+namespace {
+
+// The copies of one slot that `locks` lock, and in *newest the newest version among them
+// (pending ones included): a write goes one above it.
+std::vector<Copy> copies_of(const std::vector<Lock> &locks, std::uint64_t *newest) {
+  std::vector<Copy> copies;
+  for (const Lock &l : locks) {
+    *newest = std::max(*newest, l.newest_version());
+    copies.push_back(l.copy());
+  }
+  return copies;
+}
+
+} // namespace
+
 void LocalizedVariant::put(std::uint64_t key, const void *buf, std::size_t len) {
   const SlotId id{key, Ns::kValue};
   // Each new attempt follows a failure that changed placement or hit a holder. Once an attempt
@@ -167,12 +182,8 @@ void LocalizedVariant::put(std::uint64_t key, const void *buf, std::size_t len) 
     if (!taken) continue;
     std::vector<Lock> &locks = *taken;
     std::uint64_t version = kNoVersion;
-    std::vector<Copy> copies;
-    for (const Lock &l : locks) {
-      version = std::max(version, l.newest_version());
-      copies.push_back(l.copy());
-      owe_record = owe_record || (l.grant.flags & kReplyLive) == 0;
-    }
+    const std::vector<Copy> copies = copies_of(locks, &version);
+    for (const Lock &l : locks) owe_record = owe_record || (l.grant.flags & kReplyLive) == 0;
     // A failure here (every copy's holder failed during the put): the key's new holders get it.
     if (under_locks(retry, locks, [&] {
           write(copies, key, version + 1, len, make_flags(0, Ns::kValue), buf);
@@ -197,11 +208,7 @@ void LocalizedVariant::del(std::uint64_t key) {
     if (!taken) continue;
     std::vector<Lock> &locks = *taken;
     std::uint64_t version = kNoVersion;
-    std::vector<Copy> copies;
-    for (const Lock &l : locks) {
-      version = std::max(version, l.newest_version());
-      copies.push_back(l.copy());
-    }
+    const std::vector<Copy> copies = copies_of(locks, &version);
     if (under_locks(
             retry, locks,
             [&] {
