@@ -15,6 +15,10 @@
 //              process reads its raw file back. Both read what was just written (the page cache
 //              holds it; a cold cache would slow both). Also the time of a store_init that
 //              restores nothing, the floor of any restart.
+//   put during - store_put latency (repeat puts of one key of --put-size bytes, each process its
+//              own) while a snapshot runs in the background (store_snapshot_start, then puts
+//              for 80% of the blocking snapshot's time, then store_snapshot_wait), against the
+//              same loop with no snapshot right before it: the slowest process's median each.
 // Output: one JSON object per line.
 #include <fcntl.h>
 #include <getopt.h>
@@ -40,18 +44,21 @@ struct Options {
   std::size_t value_size = 64 * 1024;
   int replicas = 2;
   int reps = 3;
+  std::size_t put_size = 4096;
 };
 
 constexpr const char *kUsage =
-    "usage: snapshot_bench --dir DIR [--mib 16,64] [--value-size B] [--replicas R] [--reps N] [--help]\n";
+    "usage: snapshot_bench --dir DIR [--mib 16,64] [--value-size B] [--replicas R] [--reps N] [--put-size B] "
+    "[--help]\n";
 
 int parse(int argc, char **argv, bool talk, Options &o) {
-  enum { kDir = 256, kMib, kValueSize, kReplicas, kReps, kHelp };
+  enum { kDir = 256, kMib, kValueSize, kReplicas, kReps, kPutSize, kHelp };
   static const option longopts[] = {{"dir", required_argument, nullptr, kDir},
                                     {"mib", required_argument, nullptr, kMib},
                                     {"value-size", required_argument, nullptr, kValueSize},
                                     {"replicas", required_argument, nullptr, kReplicas},
                                     {"reps", required_argument, nullptr, kReps},
+                                    {"put-size", required_argument, nullptr, kPutSize},
                                     {"help", no_argument, nullptr, kHelp},
                                     {nullptr, 0, nullptr, 0}};
   const auto bad = [&](const char *what) {
@@ -81,6 +88,9 @@ int parse(int argc, char **argv, bool talk, Options &o) {
       break;
     case kReps:
       if (!parse_int(optarg, o.reps, 1)) return bad("--reps must be at least 1");
+      break;
+    case kPutSize:
+      if (!parse_size(optarg, o.put_size)) return bad("--put-size must be a size");
       break;
     case kHelp:
       if (talk) std::printf("%s", kUsage);
@@ -131,6 +141,20 @@ void raw_read(const std::string &path) {
   ::close(fd);
 }
 
+// Repeat puts of `key` for `seconds`: the median latency in µs, the slowest process's.
+double put_median_us(store_t s, store_key_t key, const std::vector<char> &value, double seconds) {
+  std::vector<double> lat;
+  const double end = now_us() + seconds * 1e6;
+  for (double t = now_us(); t < end; t = now_us()) {
+    check(store_put(s, key, value.data(), value.size()), "store_put");
+    lat.push_back(now_us() - t);
+  }
+  std::sort(lat.begin(), lat.end());
+  double mine = lat.empty() ? 0 : lat[lat.size() / 2], slowest = 0;
+  MPI_Allreduce(&mine, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  return slowest;
+}
+
 std::size_t file_size(const std::string &path) {
   struct stat st {};
   return ::stat(path.c_str(), &st) == 0 ? static_cast<std::size_t>(st.st_size) : 0;
@@ -165,9 +189,14 @@ int main(int argc, char **argv) {
       const store_key_t key = (static_cast<store_key_t>(rank) << 32) | i;
       check(store_put(s, key, value.data(), value.size()), "store_put");
     }
+    const store_key_t probe = (static_cast<store_key_t>(rank) << 32) | 0xffffffffu;
+    const std::vector<char> probe_value(o.put_size, 'p');
+    check(store_put(s, probe, probe_value.data(), probe_value.size()), "store_put");
+    double blocking = 0;
     for (int rep = 1; rep <= o.reps; ++rep) {
       std::uint64_t seq = 0;
       const double snap = timed([&] { check(store_snapshot(s, &seq), "store_snapshot"); });
+      blocking = std::max(blocking, snap);
       char part[64];
       std::snprintf(part, sizeof part, "/snap-%010llu/part-%d", static_cast<unsigned long long>(seq), rank);
       const std::size_t mine = file_size(o.dir + part);
@@ -181,6 +210,28 @@ int main(int argc, char **argv) {
                     "\"rep\":%d,\"part_bytes\":%zu,\"seconds\":%.4f,\"raw_seconds\":%.4f,\"MiBps\":%.1f,"
                     "\"raw_MiBps\":%.1f,\"ratio\":%.3f}\n",
                     np, mib, o.value_size, cfg.replicas, rep, most, snap, raw, snap_bw, raw_bw, snap_bw / raw_bw);
+        std::fflush(stdout);
+      }
+    }
+    // Put latency with a snapshot in the background, against none, alternated.
+    const double window = 0.8 * blocking;
+    for (int rep = 1; rep <= o.reps; ++rep) {
+      MPI_Barrier(MPI_COMM_WORLD);
+      const double quiet = put_median_us(s, probe, probe_value, window);
+      MPI_Barrier(MPI_COMM_WORLD);
+      const double t0 = now_us();
+      check(store_snapshot_start(s, nullptr), "store_snapshot_start");
+      const double started = now_us();
+      const double during = put_median_us(s, probe, probe_value, window);
+      const double waited = now_us();
+      check(store_snapshot_wait(s), "store_snapshot_wait");
+      const double done = now_us();
+      if (rank == 0) {
+        std::printf("{\"op\":\"put_during_snapshot\",\"np\":%d,\"mib_per_process\":%zu,\"replicas\":%d,"
+                    "\"put_size\":%zu,\"rep\":%d,\"window_seconds\":%.4f,\"start_seconds\":%.4f,"
+                    "\"wait_seconds\":%.4f,\"median_us\":%.2f,\"quiet_median_us\":%.2f,\"ratio\":%.3f}\n",
+                    np, mib, cfg.replicas, o.put_size, rep, window, (started - t0) / 1e6, (done - waited) / 1e6, during,
+                    quiet, during / quiet);
         std::fflush(stdout);
       }
     }

@@ -30,6 +30,14 @@ snapshot_test(death_before_manifest 4 3 1 1 ENV RMASTORE_FAULT=snapshot.before_m
 snapshot_test(death_writing_part 4 5 1 1 ENV RMASTORE_FAULT=snapshot.part_written@2\#2 LABELS ulfm)
 snapshot_test(localized_death_writing_part 4 3 1 1
               ENV RMASTORE_FAULT=snapshot.part_written@1\#2 RMASTORE_TEST_RECOVERY=localized LABELS ulfm localized)
+# The second snapshot in the background (store_snapshot_start, generation 3 put meanwhile,
+# store_snapshot_wait): it holds generation 2 exactly; a process dying while its part is
+# written leaves it unloaded.
+snapshot_test(background_smaller 4 3 2 0 ENV RMASTORE_TEST_SNAPSHOT_BACKGROUND=1)
+snapshot_test(localized_background_larger 3 5 2 0 ENV RMASTORE_TEST_SNAPSHOT_BACKGROUND=1
+              RMASTORE_TEST_RECOVERY=localized LABELS localized)
+snapshot_test(background_death_writing_part 4 3 1 1 ENV RMASTORE_TEST_SNAPSHOT_BACKGROUND=1
+              RMASTORE_FAULT=snapshot.part_written@2\#2 LABELS ulfm)
 # The statuses: no snapshot_dir, a missing directory, an empty one, a newer format.
 add_test(NAME snapshot_errors COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/snapshot_restart.sh ${RMASTORE_MPIRUN_TEST}
                                       ${MPIEXEC_EXECUTABLE} $<TARGET_FILE:test_snapshot> errors 3)

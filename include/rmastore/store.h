@@ -88,6 +88,8 @@ extern "C" {
 #define store_finalize rmastore_store_finalize
 #define store_recover rmastore_store_recover
 #define store_snapshot rmastore_store_snapshot
+#define store_snapshot_start rmastore_store_snapshot_start
+#define store_snapshot_wait rmastore_store_snapshot_wait
 #define store_restore_lost rmastore_store_restore_lost
 #define store_get_mode rmastore_store_get_mode
 #define store_back_to_normal rmastore_store_back_to_normal
@@ -528,7 +530,8 @@ store_status_t store_recover(store_t store, MPI_Comm *new_comm) RMASTORE_NAME(st
  * every process's part is on disk (fsync) and the manifest that names them is renamed into
  * place. Older snapshots are removed once this one is complete, keeping snapshot_keep.
  *
- * STORE_ERR_ARG: no snapshot_dir was configured. STORE_ERR_TX_STATE: a transaction is open.
+ * STORE_ERR_ARG: no snapshot_dir was configured, or a snapshot started with
+ * store_snapshot_start is in flight. STORE_ERR_TX_STATE: a transaction is open.
  * STORE_ERR_SNAPSHOT_OTHER: snapshot_dir holds a complete snapshot of another snapshot_name;
  * STORE_ERR_SNAPSHOT_FORMAT: one of a format this library cannot read. Then nothing is written
  * or removed.
@@ -539,6 +542,25 @@ store_status_t store_recover(store_t store, MPI_Comm *new_comm) RMASTORE_NAME(st
  * was written, and every survivor must call store_recover before the next one.
  */
 store_status_t store_snapshot(store_t store, uint64_t *snapshot) RMASTORE_NAME(store_snapshot);
+
+/**
+ * store_snapshot in two halves, so that puts and gets go on while the files are written.
+ * store_snapshot_start takes the cut and returns: every process copies the values it will write
+ * into memory (as much memory again as its share of the store), and no process returns before
+ * every one has, so the snapshot holds exactly what store_snapshot would. A thread of each
+ * process then writes and syncs its part. store_snapshot_wait waits for the parts and writes the
+ * manifest; the snapshot counts only once it returns STORE_OK. Both collective, with the same
+ * status on every process; *snapshot (may be NULL) gets the snapshot's number.
+ *
+ * Between the two calls the application may put, get, delete and use transactions; another
+ * store_snapshot or store_snapshot_start is refused (STORE_ERR_ARG), as is store_snapshot_wait
+ * without a start. store_recover and store_finalize abandon a snapshot in flight (it is never
+ * loaded; the next snapshot removes its files). store_snapshot_start returns the statuses of
+ * store_snapshot but STORE_ERR_IO for writing, which store_snapshot_wait returns (and
+ * STORE_ERR_PROC_FAILED if a process failed meanwhile: call store_recover, then start again).
+ */
+store_status_t store_snapshot_start(store_t store, uint64_t *snapshot) RMASTORE_NAME(store_snapshot_start);
+store_status_t store_snapshot_wait(store_t store) RMASTORE_NAME(store_snapshot_wait);
 
 /**
  * Brings back, from the newest complete snapshot in snapshot_dir, the keys whose every copy was

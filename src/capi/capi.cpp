@@ -356,6 +356,21 @@ store_status_t store_snapshot(store_t store, uint64_t *snapshot) {
   });
 }
 
+store_status_t store_snapshot_start(store_t store, uint64_t *snapshot) {
+  return with_store(store, [&](Store &s) {
+    const std::uint64_t seq = s.snapshot_start();
+    if (snapshot != nullptr) *snapshot = seq;
+    return STORE_OK;
+  });
+}
+
+store_status_t store_snapshot_wait(store_t store) {
+  return with_store(store, [&](Store &s) {
+    s.snapshot_wait();
+    return STORE_OK;
+  });
+}
+
 store_status_t store_restore_lost(store_t store, uint64_t *snapshot, store_key_t *keys, size_t capacity,
                                   size_t *count) {
   if (store == nullptr) return STORE_ERR_HANDLE;

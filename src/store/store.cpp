@@ -172,6 +172,7 @@ Store::Store(MPI_Comm comm, const Config &config) : core_(std::make_unique<Core>
 }
 
 Store::~Store() {
+  end_snapshot();
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (origin_ != MPI_GROUP_NULL && !finalized) MPI_Group_free(&origin_);
@@ -213,6 +214,7 @@ void Store::stop_for_mpi_finalize() {
 }
 
 void Store::finalize() {
+  end_snapshot(); // a snapshot not waited for is abandoned
   // After the barrier nobody sends a request any more, so the helpers may stop. A repair still
   // waiting on a process whose helper stopped gives up when its own store stops.
   bool failed = false;

@@ -18,6 +18,9 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "client/core.hpp"
@@ -66,6 +69,10 @@ public:
   // The durable tier (snapshot.cpp). All collective; snapshot() returns the new snapshot's
   // number, restore() the number of the one it loaded (0: none in the directory).
   std::uint64_t snapshot();
+  // store_snapshot_start and store_snapshot_wait: snapshot() in two halves, the files written
+  // in between by a thread of this process (no MPI in it).
+  std::uint64_t snapshot_start();
+  void snapshot_wait();
   std::uint64_t restore();
   // store_restore_lost: collective. The snapshot it read (0: nothing lost, or no snapshot), and
   // in *back the keys it put back, ascending, the same on every process.
@@ -149,6 +156,22 @@ private:
   bool tx_open_ = false;
   TxValues tx_values_;
   store_recovery_t last_recovery_{};
+  // A snapshot between snapshot_start and snapshot_wait: this process's values as the cut found
+  // them, and the thread that writes them to its part.
+  struct SnapshotInFlight {
+    std::uint64_t seq = 0;
+    std::vector<std::pair<std::uint64_t, std::size_t>> records; // key, length
+    std::vector<std::byte> bytes;                               // the values, one after another
+    std::thread writer;
+    // Written by the thread, read after it is joined.
+    std::uint64_t part[3] = {0, 0, 0}; // the part's size, record count and checksum chain
+    store_status_t status = STORE_OK;
+    std::string why;
+  };
+  std::unique_ptr<SnapshotInFlight> snapshot_;
+  // Waits for the thread of a snapshot in flight and abandons the snapshot (it never gets a
+  // manifest): store_recover and store_finalize.
+  void end_snapshot();
   std::uint64_t last_snapshot_ = 0, restored_snapshot_ = 0, restored_keys_ = 0;
   int snapshots_skipped_ = 0;
   std::vector<store_key_t> lost_keys_;
