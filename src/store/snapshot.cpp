@@ -76,6 +76,20 @@ void reserve_in_huge_pages(std::vector<std::byte> &v, std::size_t bytes) {
   if (last > first) ::madvise(reinterpret_cast<void *>(first), last - first, MADV_HUGEPAGE);
 }
 
+// Writes this process's part of snapshot f.seq, its records added by `add`, and syncs it.
+template <class Add> void write_part(Store::SnapshotInFlight &f, const std::string &dir, std::size_t rank, Add &&add) {
+  durable::make_snapshot_dir(dir, f.seq);
+  durable::PartWriter part(dir, f.seq, rank);
+  add(part);
+  RMASTORE_FAULT_POINT("snapshot.part_written");
+  const durable::PartSummary sum = part.finish();
+  f.part[0] = sum.bytes;
+  f.part[1] = sum.records;
+  f.part[2] = sum.chain;
+  // Tests stretch the time between the part on disk and the manifest, to kill a job there.
+  RMASTORE_FAULT_DELAY("snapshot.parts_durable");
+}
+
 } // namespace
 
 void Store::require_ready_for_durable(const char *what) {
@@ -91,12 +105,12 @@ void Store::require_ready_for_durable(const char *what) {
 }
 
 std::uint64_t Store::snapshot() {
-  const std::uint64_t seq = snapshot_start();
+  const std::uint64_t seq = snapshot_start(false);
   snapshot_wait();
   return seq;
 }
 
-std::uint64_t Store::snapshot_start() {
+std::uint64_t Store::snapshot_start(bool background) {
   if (snapshot_) throw StoreError(STORE_ERR_ARG, "a snapshot is in flight: call store_snapshot_wait first");
   require_ready_for_durable("store_snapshot_start");
   Core &c = *core_;
@@ -125,70 +139,80 @@ std::uint64_t Store::snapshot_start() {
   ++seq;
   settle(comm, st, why, "store_snapshot_start");
 
-  // Each process copies the values it is the first holder of into memory. No process returns
-  // before every process has copied (the settle below), so no put or transaction that starts
-  // after the call can reach a copy: the cut is consistent.
+  // Each process reads the values it is the first holder of. No process returns before every
+  // process has read them (the settle below), so no put or transaction that starts after the
+  // call can reach one: the cut is consistent. In the background the values are copied into
+  // memory and written by a thread; otherwise they go straight to the part.
   auto flight = std::make_unique<SnapshotInFlight>();
   flight->seq = seq;
-  st = attempt(
-      [&] {
-        std::vector<SlotStore::LocalCopy> mine;
-        std::size_t total = 0;
-        for (const SlotStore::LocalCopy &copy : c.holder.slots.copies()) {
-          if (copy.id.ns != Ns::kValue || copy.state != CopyState::kComplete) continue;
-          const std::vector<int> holders = variant_->holders(copy.id.key);
-          if (holders.empty() || holders.front() != c.rt.rank) continue;
-          mine.push_back(copy);
-          total += copy.header.length;
-        }
-        reserve_in_huge_pages(flight->bytes, total);
-        flight->records.reserve(mine.size());
-        std::vector<std::byte> buf(4096);
-        for (const SlotStore::LocalCopy &copy : mine) {
-          std::size_t len = 0;
-          ReadResult r;
-          // A copy reads as torn only while something writes it, which the contract excludes
-          // (but for a localized repair): a copy that never settles is an error, not a hang.
-          int tries = 0;
-          while ((r = c.holder.slots.read_local(copy.id, buf.data(), buf.size(), &len)) == ReadResult::kTruncated ||
-                 r == ReadResult::kRetry) {
-            if (r == ReadResult::kTruncated) buf.resize(len);
-            if (++tries > 100) std::this_thread::sleep_for(std::chrono::microseconds(100)); // ~1 s in all
-            if (tries == 10000)
-              throw StoreError(STORE_ERR_INTERNAL, "the copy of key " + std::to_string(copy.id.key) +
-                                                       " kept changing during store_snapshot_start");
-          }
-          if (r != ReadResult::kOk) continue; // deleted or lost since copies() looked
-          flight->records.push_back({copy.id.key, len});
-          flight->bytes.insert(flight->bytes.end(), buf.begin(), buf.begin() + static_cast<std::ptrdiff_t>(len));
-        }
-      },
-      &why);
-  settle(comm, st, why, "store_snapshot_start");
-
-  // The part is written and synced in the background; store_snapshot_wait collects it.
   SnapshotInFlight *f = flight.get();
   const std::size_t rank = static_cast<std::size_t>(c.rt.rank);
-  f->writer = std::thread([f, dir, rank] {
-    f->status = attempt(
+  const auto read_mine = [&](auto &&sink) {
+    std::vector<SlotStore::LocalCopy> mine;
+    std::size_t total = 0;
+    for (const SlotStore::LocalCopy &copy : c.holder.slots.copies()) {
+      if (copy.id.ns != Ns::kValue || copy.state != CopyState::kComplete) continue;
+      const std::vector<int> holders = variant_->holders(copy.id.key);
+      if (holders.empty() || holders.front() != c.rt.rank) continue;
+      mine.push_back(copy);
+      total += copy.header.length;
+    }
+    if (background) {
+      reserve_in_huge_pages(f->bytes, total);
+      f->records.reserve(mine.size());
+    }
+    std::vector<std::byte> buf(4096);
+    for (const SlotStore::LocalCopy &copy : mine) {
+      std::size_t len = 0;
+      ReadResult r;
+      // A copy reads as torn only while something writes it, which the contract excludes (but
+      // for a localized repair): a copy that never settles is an error, not a hang.
+      int tries = 0;
+      while ((r = c.holder.slots.read_local(copy.id, buf.data(), buf.size(), &len)) == ReadResult::kTruncated ||
+             r == ReadResult::kRetry) {
+        if (r == ReadResult::kTruncated) buf.resize(len);
+        if (++tries > 100) std::this_thread::sleep_for(std::chrono::microseconds(100)); // ~1 s in all
+        if (tries == 10000)
+          throw StoreError(STORE_ERR_INTERNAL,
+                           "the copy of key " + std::to_string(copy.id.key) + " kept changing during a snapshot");
+      }
+      if (r == ReadResult::kOk) sink(copy.id.key, buf.data(), len); // else deleted or lost meanwhile
+    }
+  };
+  if (background) {
+    st = attempt(
         [&] {
-          durable::make_snapshot_dir(dir, f->seq);
-          durable::PartWriter part(dir, f->seq, rank);
-          std::size_t at = 0;
-          for (const auto &[key, len] : f->records) {
-            part.add(key, f->bytes.data() + at, len);
-            at += len;
-          }
-          RMASTORE_FAULT_POINT("snapshot.part_written");
-          const durable::PartSummary sum = part.finish();
-          f->part[0] = sum.bytes;
-          f->part[1] = sum.records;
-          f->part[2] = sum.chain;
-          // Tests stretch the time between the part on disk and the manifest, to kill a job there.
-          RMASTORE_FAULT_DELAY("snapshot.parts_durable");
+          read_mine([&](std::uint64_t key, const std::byte *value, std::size_t len) {
+            f->records.push_back({key, len});
+            f->bytes.insert(f->bytes.end(), value, value + len);
+          });
         },
-        &f->why);
-  });
+        &why);
+  } else {
+    st = attempt(
+        [&] {
+          write_part(*f, dir, rank, [&](durable::PartWriter &part) {
+            read_mine([&](std::uint64_t key, const std::byte *value, std::size_t len) { part.add(key, value, len); });
+          });
+        },
+        &why);
+  }
+  settle(comm, st, why, background ? "store_snapshot_start" : "store_snapshot");
+  if (background) {
+    f->writer = std::thread([f, dir, rank] {
+      f->status = attempt(
+          [&] {
+            write_part(*f, dir, rank, [&](durable::PartWriter &part) {
+              std::size_t at = 0;
+              for (const auto &[key, len] : f->records) {
+                part.add(key, f->bytes.data() + at, len);
+                at += len;
+              }
+            });
+          },
+          &f->why);
+    });
+  }
   snapshot_ = std::move(flight);
   return seq;
 }
@@ -202,7 +226,7 @@ void Store::end_snapshot() {
 void Store::snapshot_wait() {
   if (!snapshot_) throw StoreError(STORE_ERR_ARG, "no snapshot is in flight: call store_snapshot_start first");
   // The snapshot ends here whatever happens: joined now, its memory freed on return.
-  snapshot_->writer.join();
+  if (snapshot_->writer.joinable()) snapshot_->writer.join();
   const std::unique_ptr<SnapshotInFlight> f = std::move(snapshot_);
   require_healthy();
   Core &c = *core_;

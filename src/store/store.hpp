@@ -71,7 +71,8 @@ public:
   std::uint64_t snapshot();
   // store_snapshot_start and store_snapshot_wait: snapshot() in two halves, the files written
   // in between by a thread of this process (no MPI in it).
-  std::uint64_t snapshot_start();
+  // `background` false: the part is written before it returns (store_snapshot's first half).
+  std::uint64_t snapshot_start(bool background = true);
   void snapshot_wait();
   std::uint64_t restore();
   // store_restore_lost: collective. The snapshot it read (0: nothing lost, or no snapshot), and
@@ -108,6 +109,19 @@ public:
   int size() const { return core_->rt.size; }
   int stable_id() const { return core_->id; }
   bool localized() const { return core_->config.recovery == STORE_RECOVERY_LOCALIZED; }
+
+  // A snapshot between snapshot_start and snapshot_wait: this process's values as the cut found
+  // them, and the thread that writes them to its part.
+  struct SnapshotInFlight {
+    std::uint64_t seq = 0;
+    std::vector<std::pair<std::uint64_t, std::size_t>> records; // key, length
+    std::vector<std::byte> bytes;                               // the values, one after another
+    std::thread writer;
+    // Written by the thread, read after it is joined.
+    std::uint64_t part[3] = {0, 0, 0}; // the part's size, record count and checksum chain
+    store_status_t status = STORE_OK;
+    std::string why;
+  };
 
 private:
   Store(MPI_Comm comm, const Config &config);
@@ -156,18 +170,6 @@ private:
   bool tx_open_ = false;
   TxValues tx_values_;
   store_recovery_t last_recovery_{};
-  // A snapshot between snapshot_start and snapshot_wait: this process's values as the cut found
-  // them, and the thread that writes them to its part.
-  struct SnapshotInFlight {
-    std::uint64_t seq = 0;
-    std::vector<std::pair<std::uint64_t, std::size_t>> records; // key, length
-    std::vector<std::byte> bytes;                               // the values, one after another
-    std::thread writer;
-    // Written by the thread, read after it is joined.
-    std::uint64_t part[3] = {0, 0, 0}; // the part's size, record count and checksum chain
-    store_status_t status = STORE_OK;
-    std::string why;
-  };
   std::unique_ptr<SnapshotInFlight> snapshot_;
   // Waits for the thread of a snapshot in flight and abandons the snapshot (it never gets a
   // manifest): store_recover and store_finalize.
