@@ -43,26 +43,32 @@ struct Piece {
 void move_pieces(MPI_Comm comm, const std::vector<std::vector<Piece>> &sends,
                  const std::vector<std::vector<Piece>> &receives);
 
-// Every process's `mine`, concatenated in rank order. Collective.
-template <class T> std::vector<T> allgatherv(MPI_Comm comm, const std::vector<T> &mine) {
+// Every process's `mine`, concatenated in rank order. Collective. `check` judges each MPI
+// return code: by default a failure makes the recovery start over (check_recovery); callers
+// outside a recovery pass their own.
+inline void recovery_check(int rc, const char *call) {
+  check_recovery(rc, call);
+}
+template <class T, class Check = decltype(&recovery_check)>
+std::vector<T> allgatherv(MPI_Comm comm, const std::vector<T> &mine, Check check = &recovery_check) {
   int size = 0;
   MPI_Comm_size(comm, &size);
   const auto n = static_cast<std::size_t>(size);
   if (mine.size() * sizeof(T) > static_cast<std::size_t>(INT_MAX)) {
-    throw StoreError(STORE_ERR_NO_MEMORY, "recovery: too much to gather in one call");
+    throw StoreError(STORE_ERR_NO_MEMORY, "too much to gather in one call");
   }
   const int bytes = static_cast<int>(mine.size() * sizeof(T));
   std::vector<int> counts(n), displs(n);
-  check_recovery(MPI_Allgather(&bytes, 1, MPI_INT, counts.data(), 1, MPI_INT, comm), "MPI_Allgather");
+  check(MPI_Allgather(&bytes, 1, MPI_INT, counts.data(), 1, MPI_INT, comm), "MPI_Allgather");
   long long total = 0;
   for (std::size_t i = 0; i < n; ++i) {
     displs[i] = static_cast<int>(total);
     total += counts[i];
-    if (total > INT_MAX) throw StoreError(STORE_ERR_NO_MEMORY, "recovery: too much to gather in one call");
+    if (total > INT_MAX) throw StoreError(STORE_ERR_NO_MEMORY, "too much to gather in one call");
   }
   std::vector<T> all(static_cast<std::size_t>(total) / sizeof(T));
-  check_recovery(MPI_Allgatherv(mine.data(), bytes, MPI_BYTE, all.data(), counts.data(), displs.data(), MPI_BYTE, comm),
-                 "MPI_Allgatherv");
+  check(MPI_Allgatherv(mine.data(), bytes, MPI_BYTE, all.data(), counts.data(), displs.data(), MPI_BYTE, comm),
+        "MPI_Allgatherv");
   return all;
 }
 

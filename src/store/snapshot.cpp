@@ -8,7 +8,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <climits>
 #include <cstdint>
 #include <cstdio>
 #include <string>
@@ -18,6 +17,7 @@
 #include "common/errors.hpp"
 #include "common/fault.hpp"
 #include "durable/format.hpp"
+#include "recovery/collectives.hpp"
 #include "store/store.hpp"
 #include "transport/failure.hpp"
 
@@ -111,8 +111,9 @@ std::uint64_t Store::snapshot() {
 }
 
 std::uint64_t Store::snapshot_start(bool background) {
+  const char *what = background ? "store_snapshot_start" : "store_snapshot";
   if (snapshot_) throw StoreError(STORE_ERR_ARG, "a snapshot is in flight: call store_snapshot_wait first");
-  require_ready_for_durable("store_snapshot_start");
+  require_ready_for_durable(what);
   Core &c = *core_;
   const std::string &dir = c.config.snapshot_dir;
   MPI_Comm comm = c.rt.comm;
@@ -137,7 +138,7 @@ std::uint64_t Store::snapshot_start(bool background) {
   std::uint64_t seq = 0;
   check_collective(MPI_Allreduce(&newest, &seq, 1, MPI_UINT64_T, MPI_MAX, comm), "MPI_Allreduce", "a snapshot");
   ++seq;
-  settle(comm, st, why, "store_snapshot_start");
+  settle(comm, st, why, what);
 
   // Each process reads the values it is the first holder of. No process returns before every
   // process has read them (the settle below), so no put or transaction that starts after the
@@ -197,7 +198,7 @@ std::uint64_t Store::snapshot_start(bool background) {
         },
         &why);
   }
-  settle(comm, st, why, background ? "store_snapshot_start" : "store_snapshot");
+  settle(comm, st, why, what);
   if (background) {
     f->writer = std::thread([f, dir, rank] {
       f->status = attempt(
@@ -278,28 +279,10 @@ void Store::snapshot_wait() {
 
 namespace {
 
-// Every process's `mine`, concatenated in rank order. Collective; a failure is
-// STORE_ERR_PROC_FAILED, as for every step of the durable tier.
+// Every process's `mine`, concatenated in rank order; a failure is STORE_ERR_PROC_FAILED, as
+// for every step of the durable tier.
 std::vector<std::uint64_t> gather_all(MPI_Comm comm, const std::vector<std::uint64_t> &mine, const char *what) {
-  int size = 1;
-  MPI_Comm_size(comm, &size);
-  if (mine.size() > static_cast<std::size_t>(INT_MAX))
-    throw StoreError(STORE_ERR_NO_MEMORY, std::string(what) + ": too many keys to gather");
-  const int n = static_cast<int>(mine.size());
-  std::vector<int> counts(static_cast<std::size_t>(size)), displs(static_cast<std::size_t>(size));
-  check_collective(MPI_Allgather(&n, 1, MPI_INT, counts.data(), 1, MPI_INT, comm), "MPI_Allgather", what);
-  long long total = 0;
-  for (std::size_t i = 0; i < counts.size(); ++i) {
-    if (total + counts[i] > INT_MAX)
-      throw StoreError(STORE_ERR_NO_MEMORY, std::string(what) + ": too many keys to gather");
-    displs[i] = static_cast<int>(total);
-    total += counts[i];
-  }
-  std::vector<std::uint64_t> all(static_cast<std::size_t>(total));
-  check_collective(
-      MPI_Allgatherv(mine.data(), n, MPI_UINT64_T, all.data(), counts.data(), displs.data(), MPI_UINT64_T, comm),
-      "MPI_Allgatherv", what);
-  return all;
+  return allgatherv(comm, mine, [what](int rc, const char *call) { check_collective(rc, call, what); });
 }
 
 // The newest complete snapshot in the store's directory: its number (0: none) and, in
