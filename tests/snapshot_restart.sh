@@ -7,17 +7,25 @@
 #   snapshot_restart.sh <runner> <mpirun> <exe> <write np> <read np> <expect> <skipped> [damage]
 #   snapshot_restart.sh <runner> <mpirun> <exe> errors <np>
 #   snapshot_restart.sh <runner> <mpirun> <exe> full <write np> <read np>
-#   snapshot_restart.sh <runner> <mpirun> <exe> kill <write np> <read np> any|inside <seed>
+#   snapshot_restart.sh <runner> <mpirun> <exe> kill <write np> <read np> any|inside|flush <seed>
 # `full` runs both jobs on a 4 MiB tmpfs of their own (a private mount namespace: needs root),
 # which the write job fills up between two snapshots.
 # `kill` SIGKILLs every process of a job that writes snapshots without end, at a moment drawn
 # from <seed> (RMASTORE_TEST_SEED overrides it) or while a snapshot is in flight (its parts on
 # disk, its manifest not yet), and checks that a new job restores the newest complete snapshot
-# exactly.
+# exactly; `flush` (two levels) kills it while a snapshot complete in the local levels is being
+# flushed to the shared one.
+# RMASTORE_TEST_SNAPSHOT_LOCAL=1 adds a local level per host, in $dir.local (outside a tmpfs of
+# `full`); RMASTORE_TEST_LOSE_HOST=<host> then removes that host's local level between the jobs,
+# as a lost host would take it.
 set -u
 runner=$1 mpirun=$2 exe=$3
 dir=$(mktemp -d "${TMPDIR:-/tmp}/rmastore-snapshot.XXXXXX")
-trap 'rm -rf "$dir" "$dir.log"' EXIT
+trap 'rm -rf "$dir" "$dir.log" "$dir.local"' EXIT
+if [ -n "${RMASTORE_TEST_SNAPSHOT_LOCAL:-}" ]; then
+  export RMASTORE_TEST_SNAPSHOT_LOCAL=$dir.local
+  mkdir "$dir.local"
+fi
 if [ "$4" = errors ]; then
   "$runner" "$mpirun" "$5" "$5" 60 "$exe" --phase errors --dir "$dir"
   exit $?
@@ -70,7 +78,25 @@ if [ "$4" = kill ]; then
     done
     return 1
   }
-  if [ "$where" = inside ]; then
+  # A flush is in flight when a snapshot's directory in the shared level has no manifest, and
+  # every part of it is in the local levels.
+  flushing() {
+    local d
+    for d in "$dir"/snap-*; do
+      [ -e "$d/MANIFEST" ] && continue
+      [ "$(find "$RMASTORE_TEST_SNAPSHOT_LOCAL"/local-*/"${d##*/}" -name 'part-*' 2>/dev/null | wc -l)" = "$wnp" ] &&
+        return 0
+    done
+    return 1
+  }
+  if [ "$where" = flush ]; then
+    [ -n "${RMASTORE_TEST_SNAPSHOT_LOCAL:-}" ] || fail "kill in a flush needs RMASTORE_TEST_SNAPSHOT_LOCAL"
+    until flushing; do
+      kill -0 "$job" 2>/dev/null || fail "the writer ended before the kill"
+      [ "$SECONDS" -lt "$deadline" ] || fail "no flush in flight within $(within 60) s"
+      sleep 0.005
+    done
+  elif [ "$where" = inside ]; then
     until in_flight; do
       kill -0 "$job" 2>/dev/null || fail "the writer ended before the kill"
       [ "$SECONDS" -lt "$deadline" ] || fail "no snapshot in flight within $(within 60) s"
@@ -95,7 +121,7 @@ if [ "$4" = kill ]; then
     if [ -e "$d/MANIFEST" ]; then expect=$n skipped=0; else skipped=$((skipped + 1)); fi
   done
   echo "== the kill landed after snapshot $expect, with $skipped newer one(s) cut short"
-  if [ "$where" = inside ] && [ "$skipped" = 0 ]; then fail "the kill did not land inside a snapshot"; fi
+  if [ "$where" != any ] && [ "$skipped" = 0 ]; then fail "the kill did not land inside a snapshot or its flush"; fi
   echo "== a job of $rnp processes restores snapshot $expect"
   env -u RMASTORE_DELAY "$runner" "$mpirun" "$rnp" "$rnp" 60 "$exe" --phase read --endless --dir "$dir" \
     --expect "$expect" --skipped "$skipped"
@@ -106,6 +132,12 @@ killed=0
 [ -n "${RMASTORE_FAULT:-}" ] && killed=1
 echo "== a job of $wnp processes writes two snapshots"
 "$runner" "$mpirun" "$wnp" $((wnp - killed)) 60 "$exe" --phase write --dir "$dir" || exit 1
+if [ -n "${RMASTORE_TEST_LOSE_HOST:-}" ]; then
+  lost=$RMASTORE_TEST_SNAPSHOT_LOCAL/local-$RMASTORE_TEST_LOSE_HOST
+  [ -n "$(find "$lost" -name 'part-*' 2>/dev/null)" ] || { echo "snapshot_restart: $lost holds no part"; exit 1; }
+  echo "== $RMASTORE_TEST_LOSE_HOST is lost, with its local level: $(find "$lost" -name 'part-*' | wc -l) part(s)"
+  rm -rf "$lost"
+fi
 if [ -n "$damage" ]; then
   echo "== the newest snapshot is damaged: $damage"
   env -u RMASTORE_FAULT "$runner" "$mpirun" 1 1 30 "$exe" --phase corrupt --what "$damage" --dir "$dir" || exit 1

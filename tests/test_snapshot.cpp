@@ -19,6 +19,10 @@
 //   --phase endless  generation g then snapshot g, for g = 1, 2, ... until the whole job is
 //                    killed (each rank writes its pid to DIR/pid.<rank> for the killer). With
 //                    --endless, read checks these generations (see expected_endless).
+// RMASTORE_TEST_SNAPSHOT_LOCAL=<dir> adds a local level, <dir>/local-<host> (snapshot_local_dir
+// with "%h"): every phase then checks that the flush brought its snapshots to DIR, and read that
+// every part found whole in a local level was read there.
+#include <dirent.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <mpi.h>
@@ -27,6 +31,7 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <string>
@@ -82,6 +87,10 @@ std::uint64_t expected_endless(store_key_t key, int generation) {
   return static_cast<std::uint64_t>(last);
 }
 
+// The local level's base directory (RMASTORE_TEST_SNAPSHOT_LOCAL), empty without one, and the
+// snapshot_local_dir made of it.
+std::string g_local_base, g_local;
+
 std::uint64_t version_of(store_key_t key, int generation) {
   return g_endless ? expected_endless(key, generation) : expected(key, generation);
 }
@@ -101,7 +110,35 @@ store_config_t config(const std::string &dir, bool restore) {
   cfg.recovery = rmastore::test::test_recovery();
   cfg.snapshot_dir = dir.empty() ? nullptr : dir.c_str();
   cfg.restore = restore ? 1 : 0;
+  if (!g_local.empty() && !dir.empty()) {
+    char host[256] = {};
+    ::gethostname(host, sizeof host - 1);
+    ::mkdir((g_local_base + "/local-" + host).c_str(), 0755);
+    cfg.snapshot_local_dir = g_local.c_str();
+  }
   return cfg;
+}
+
+// Two levels: waits for the flush of snapshot `seq`, which must then be complete in DIR.
+bool flushed(store_t s, std::uint64_t seq, int rank) {
+  if (g_local.empty()) return true;
+  std::uint64_t got = 0;
+  const store_status_t st = store_snapshot_flush_wait(s, &got);
+  if (st == STORE_OK && got == seq) return true;
+  std::fprintf(stderr, "rank %d: store_snapshot_flush_wait: %s, snapshot %llu, expected %llu\n", rank,
+               store_strerror(st), (unsigned long long)got, (unsigned long long)seq);
+  return false;
+}
+
+bool exists(const std::string &path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0;
+}
+
+std::string snap_name(std::uint64_t seq) {
+  char name[32];
+  std::snprintf(name, sizeof name, "snap-%010llu", static_cast<unsigned long long>(seq));
+  return name;
 }
 
 // Puts and deletes this rank's keys (key % size == rank) to reach `generation` from the one
@@ -133,6 +170,19 @@ bool write_phase(const std::string &dir, int rank, int size) {
   MPI_Barrier(MPI_COMM_WORLD);
   std::uint64_t first = 0, second = 0;
   good = ok(store_snapshot(s, &first), "the first store_snapshot", rank) && good;
+  if (!g_local.empty()) {
+    // The part went through this host's local level, which keeps it after the flush.
+    char host[256] = {};
+    ::gethostname(host, sizeof host - 1);
+    const std::string local =
+        g_local_base + "/local-" + host + "/" + snap_name(first) + "/part-" + std::to_string(rank);
+    good = flushed(s, first, rank) && good;
+    if (!exists(local) || !exists(dir + "/" + snap_name(first) + "/MANIFEST")) {
+      std::fprintf(stderr, "rank %d: after the flush, %s or the manifest in %s is missing\n", rank, local.c_str(),
+                   dir.c_str());
+      good = false;
+    }
+  }
   good = advance(s, 2, rank, size) && good;
   MPI_Barrier(MPI_COMM_WORLD);
   const bool dying = std::getenv("RMASTORE_FAULT") != nullptr;
@@ -182,6 +232,11 @@ bool write_phase(const std::string &dir, int rank, int size) {
   store_info_init(&info);
   good = ok(store_get_info(s, &info), "store_get_info", rank) && good;
   if (info.last_snapshot != second) good = false;
+  // Two levels: known flushed only by a call that waits for it (store_finalize does, here).
+  if (info.flushed_snapshot != (g_local.empty() ? second : first)) {
+    std::fprintf(stderr, "rank %d: flushed_snapshot %llu\n", rank, (unsigned long long)info.flushed_snapshot);
+    good = false;
+  }
   if (!third) good = advance(s, 3, rank, size) && good; // in memory only: no snapshot holds it
   MPI_Barrier(MPI_COMM_WORLD);
   good = ok(store_finalize(&s), "store_finalize", rank) && good;
@@ -266,6 +321,7 @@ bool full_phase(const std::string &dir, int rank, int size) {
   MPI_Barrier(MPI_COMM_WORLD);
   std::uint64_t seq = 0;
   good = ok(store_snapshot(s, &seq), "the first store_snapshot", rank) && good && seq == 1;
+  good = flushed(s, 1, rank) && good;
   const std::string filler = dir + "/filler";
   int full = 1;
   if (rank == 0) full = fill(filler) ? 1 : 0;
@@ -279,9 +335,14 @@ bool full_phase(const std::string &dir, int rank, int size) {
   good = advance(s, 2, rank, size) && good;
   MPI_Barrier(MPI_COMM_WORLD);
   std::uint64_t failed = 0;
-  const store_status_t st = store_snapshot(s, &failed);
+  store_status_t st = store_snapshot(s, &failed);
+  if (!g_local.empty()) {
+    // The local level has room: the snapshot is taken, and its flush to the full disk fails.
+    good = ok(st, "store_snapshot into the local level", rank) && good;
+    st = store_snapshot_flush_wait(s, nullptr);
+  }
   if (st != STORE_ERR_IO) {
-    std::fprintf(stderr, "rank %d: store_snapshot on a full disk returned %s, not STORE_ERR_IO\n", rank,
+    std::fprintf(stderr, "rank %d: store_snapshot (or its flush) on a full disk returned %s, not STORE_ERR_IO\n", rank,
                  store_strerror(st));
     good = false;
   }
@@ -289,9 +350,9 @@ bool full_phase(const std::string &dir, int rank, int size) {
   store_info_t info;
   store_info_init(&info);
   good = ok(store_get_info(s, &info), "store_get_info", rank) && good;
-  if (info.last_snapshot != 1) {
-    std::fprintf(stderr, "rank %d: last_snapshot %llu after the failed one, expected 1\n", rank,
-                 (unsigned long long)info.last_snapshot);
+  if (info.last_snapshot != (g_local.empty() ? 1u : 2u) || info.flushed_snapshot != 1) {
+    std::fprintf(stderr, "rank %d: last_snapshot %llu, flushed_snapshot %llu after the failed one\n", rank,
+                 (unsigned long long)info.last_snapshot, (unsigned long long)info.flushed_snapshot);
     good = false;
   }
   good = check_generation(s, 2, rank, size) && good;
@@ -304,6 +365,7 @@ bool full_phase(const std::string &dir, int rank, int size) {
     std::fprintf(stderr, "rank %d: snapshot %llu after room was made, expected 3\n", rank, (unsigned long long)seq);
     good = false;
   }
+  good = flushed(s, 3, rank) && good;
   good = advance(s, 3, rank, size) && good;
   MPI_Barrier(MPI_COMM_WORLD);
   return ok(store_finalize(&s), "store_finalize", rank) && good;
@@ -346,7 +408,24 @@ bool corrupt_phase(const std::string &dir, const std::string &what) {
   return false;
 }
 
+// The parts of snapshot `seq` in every host's local level (the hosts share this file system).
+int local_parts(std::uint64_t seq) {
+  int n = 0;
+  if (DIR *d = ::opendir(g_local_base.c_str())) {
+    while (const dirent *e = ::readdir(d)) {
+      if (std::strncmp(e->d_name, "local-", 6) != 0) continue;
+      const std::string snap = g_local_base + "/" + e->d_name + "/" + snap_name(seq);
+      for (int i = 0; i < 1000; ++i) n += exists(snap + "/part-" + std::to_string(i)) ? 1 : 0;
+    }
+    ::closedir(d);
+  }
+  return n;
+}
+
 bool read_phase(const std::string &dir, std::uint64_t expect, int generation, int skipped, int rank, int size) {
+  int local = 0;
+  if (rank == 0 && !g_local.empty()) local = local_parts(expect);
+  MPI_Bcast(&local, 1, MPI_INT, 0, MPI_COMM_WORLD);
   const store_config_t cfg = config(dir, true);
   store_t s = nullptr;
   if (!ok(store_init(MPI_COMM_WORLD, &cfg, &s), "store_init with restore", rank)) return false;
@@ -360,6 +439,13 @@ bool read_phase(const std::string &dir, std::uint64_t expect, int generation, in
                  skipped);
     good = false;
   }
+  int read_locally = 0;
+  MPI_Allreduce(&info.restored_local_parts, &read_locally, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  if (read_locally != local) {
+    std::fprintf(stderr, "rank %d: %d parts read from a local level, %d were there\n", rank, read_locally, local);
+    good = false;
+  }
+  if (rank == 0 && !g_local.empty()) std::printf("%d parts read from the local levels\n", read_locally);
   std::uint64_t live = 0, checked = 0;
   for (store_key_t key = 1; key <= kKeys + kNewKeys; ++key) live += version_of(key, generation) != 0 ? 1 : 0;
   good = check_generation(s, generation, rank, size, &checked) && good;
@@ -393,9 +479,43 @@ bool errors_phase(const std::string &dir, int rank) {
     store_t s = nullptr;
     expect(store_init(MPI_COMM_WORLD, &cfg, &s), STORE_OK, "store_init");
     expect(store_snapshot(s, nullptr), STORE_ERR_ARG, "store_snapshot without snapshot_dir");
+    expect(store_snapshot_flush_wait(s, nullptr), STORE_ERR_ARG, "store_snapshot_flush_wait without snapshot_dir");
     expect(store_finalize(&s), STORE_OK, "store_finalize");
     cfg.restore = 1;
     expect(store_init(MPI_COMM_WORLD, &cfg, &s), STORE_ERR_ARG, "store_init with restore, no snapshot_dir");
+    cfg.restore = 0;
+    cfg.snapshot_local_dir = "/tmp";
+    expect(store_init(MPI_COMM_WORLD, &cfg, &s), STORE_ERR_ARG, "store_init with a local level, no snapshot_dir");
+  }
+  // A local level that does not exist: the snapshot fails (STORE_ERR_IO), the store does not,
+  // and nothing reaches snapshot_dir. A local level named differently across processes is a
+  // mismatch.
+  {
+    const std::string two = dir + "/two", gone = dir + "/no-such-local", mine = dir + "/local-" + std::to_string(rank);
+    if (rank == 0) ::mkdir(two.c_str(), 0755);
+    MPI_Barrier(MPI_COMM_WORLD);
+    store_config_t cfg = config(two, false);
+    cfg.snapshot_local_dir = gone.c_str();
+    store_t s = nullptr;
+    expect(store_init(MPI_COMM_WORLD, &cfg, &s), STORE_OK, "store_init with a missing local level");
+    const std::vector<std::byte> v = make_value(7, 1, 100);
+    if (rank == 0) expect(store_put(s, 7, v.data(), v.size()), STORE_OK, "store_put");
+    MPI_Barrier(MPI_COMM_WORLD);
+    expect(store_snapshot(s, nullptr), STORE_ERR_IO, "store_snapshot into a missing local level");
+    std::uint64_t flushed = 1;
+    expect(store_snapshot_flush_wait(s, &flushed), STORE_OK, "store_snapshot_flush_wait with nothing to flush");
+    if (flushed != 0 || exists(two + "/" + snap_name(1))) {
+      std::fprintf(stderr, "rank %d: the failed snapshot reached snapshot_dir (flushed %llu)\n", rank,
+                   (unsigned long long)flushed);
+      good = false;
+    }
+    std::vector<std::byte> back(200);
+    std::size_t len = 0;
+    expect(store_get(s, 7, back.data(), back.size(), &len), STORE_OK, "store_get after the failed snapshot");
+    if (len != v.size() || std::memcmp(back.data(), v.data(), len) != 0) good = false;
+    expect(store_finalize(&s), STORE_OK, "store_finalize");
+    cfg.snapshot_local_dir = mine.c_str();
+    expect(store_init(MPI_COMM_WORLD, &cfg, &s), STORE_ERR_CONFIG_MISMATCH, "store_init with local levels that differ");
   }
   // A directory that does not exist: STORE_ERR_IO, and the values in memory are still there.
   {
@@ -548,6 +668,10 @@ int main(int argc, char **argv) {
   }
   cli.no_operands(argc, argv);
   if (dir.empty()) cli.error("--dir is required");
+  if (const char *base = std::getenv("RMASTORE_TEST_SNAPSHOT_LOCAL"); base != nullptr && *base != '\0') {
+    g_local_base = base;
+    g_local = g_local_base + "/local-%h";
+  }
   int rank = 0, size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);

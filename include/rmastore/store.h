@@ -90,6 +90,7 @@ extern "C" {
 #define store_snapshot rmastore_store_snapshot
 #define store_snapshot_start rmastore_store_snapshot_start
 #define store_snapshot_wait rmastore_store_snapshot_wait
+#define store_snapshot_flush_wait rmastore_store_snapshot_flush_wait
 #define store_restore_lost rmastore_store_restore_lost
 #define store_get_mode rmastore_store_get_mode
 #define store_back_to_normal rmastore_store_back_to_normal
@@ -262,6 +263,15 @@ typedef struct store_config {
    *  1-64 characters of [A-Za-z0-9._-], the first a letter or digit; NULL or "" (default): no
    *  name, which matches only snapshots without one. The same string on every process. */
   const char *snapshot_name;
+  /** A second, faster level below snapshot_dir, as SCR's cache: a directory on each node's own
+   *  storage (a local disk, /dev/shm). store_snapshot then writes the parts there, and a thread
+   *  of each process copies its part to snapshot_dir in the background (the flush); the
+   *  snapshot can be restored only once its flush is complete (store_snapshot_flush_wait).
+   *  "%h" is replaced by the host's name, so that simulated hosts, or a shared path, get a
+   *  directory per node. It must exist. Each process keeps its part of the newest flushed
+   *  snapshot there and removes older ones. NULL (default): one level, snapshot_dir. The same
+   *  string on every process; needs snapshot_dir. */
+  const char *snapshot_local_dir;
 } store_config_t;
 
 /** Fills *config with defaults. Local. Returns STORE_ERR_ARG if config is NULL. */
@@ -563,6 +573,28 @@ store_status_t store_snapshot_start(store_t store, uint64_t *snapshot) RMASTORE_
 store_status_t store_snapshot_wait(store_t store) RMASTORE_NAME(store_snapshot_wait);
 
 /**
+ * With snapshot_local_dir (two levels): store_snapshot and store_snapshot_wait return once every
+ * part is durable in the local level, and the snapshot is not yet in snapshot_dir: a thread of
+ * each process copies its part there (a temporary name, fsync, rename), and the process that
+ * sees the last part arrive writes the manifest. A whole job killed before then restarts from
+ * the previous complete snapshot; a flush that completed needs no further call.
+ *
+ * store_snapshot_flush_wait waits until the flush in flight, if any, is complete, and sets
+ * *snapshot (may be NULL) to the newest snapshot this store completed in snapshot_dir (0: none).
+ * Collective, with the same status on every process. The next store_snapshot or
+ * store_snapshot_start, store_restore_lost and store_finalize wait for the flush the same way
+ * first; store_recover abandons it (it completes only if every part had arrived).
+ *
+ * STORE_ERR_IO: a process could not copy its part (that process prints why on standard error);
+ * the snapshot is not in snapshot_dir, is never loaded, and stays whole in the local level.
+ * The next store_snapshot or store_snapshot_start returns this status in its place, without
+ * taking a snapshot; store_finalize prints it and finalizes. STORE_ERR_PROC_FAILED: a process
+ * failed. With one level, or no snapshot taken: returns at once (STORE_ERR_ARG without
+ * snapshot_dir).
+ */
+store_status_t store_snapshot_flush_wait(store_t store, uint64_t *snapshot) RMASTORE_NAME(store_snapshot_flush_wait);
+
+/**
  * Brings back, from the newest complete snapshot in snapshot_dir, the keys whose every copy was
  * lost in this job (more failures at once than copies). Collective over the store's processes,
  * with the same status on every process; call it when no failure is pending (after
@@ -720,6 +752,12 @@ typedef struct store_info {
    *  (the reasons are printed on standard error). */
   uint64_t last_snapshot, restored_snapshot, restored_keys;
   int snapshots_skipped;
+  /** Two levels: the newest snapshot this process knows complete in snapshot_dir (as
+   *  store_snapshot_flush_wait sets it); one level: last_snapshot. */
+  uint64_t flushed_snapshot;
+  /** Two levels: the parts store_init's restore read from snapshot_local_dir (found there whole)
+   *  rather than from snapshot_dir. */
+  int restored_local_parts;
 } store_info_t;
 
 /** Fills *info with its struct_size. Local. */

@@ -146,6 +146,7 @@ store_status_t store_init_version(MPI_Comm comm, const store_config_t *config, s
       c.recovery = full.recovery;
       if (full.snapshot_dir != nullptr) c.snapshot_dir = full.snapshot_dir;
       if (full.snapshot_name != nullptr) c.snapshot_name = full.snapshot_name;
+      if (full.snapshot_local_dir != nullptr) c.snapshot_local_dir = full.snapshot_local_dir;
       c.snapshot_keep = full.snapshot_keep;
       c.restore = full.restore != 0;
     }
@@ -367,6 +368,14 @@ store_status_t store_snapshot_start(store_t store, uint64_t *snapshot) {
 store_status_t store_snapshot_wait(store_t store) {
   return with_store(store, [&](Store &s) {
     s.snapshot_wait();
+    return STORE_OK;
+  });
+}
+
+store_status_t store_snapshot_flush_wait(store_t store, uint64_t *snapshot) {
+  return with_store(store, [&](Store &s) {
+    const std::uint64_t seq = s.flush_wait();
+    if (snapshot != nullptr) *snapshot = seq;
     return STORE_OK;
   });
 }

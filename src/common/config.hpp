@@ -21,8 +21,9 @@ struct Config {
   int helper_max_sleep_us = 1000;
   int detector = STORE_DETECTOR_NOTIFY;
   int recovery = STORE_RECOVERY_GLOBAL;
-  std::string snapshot_dir;  // empty: no durable tier
-  std::string snapshot_name; // empty: none
+  std::string snapshot_dir;       // empty: no durable tier
+  std::string snapshot_name;      // empty: none
+  std::string snapshot_local_dir; // the local level, "%h" not yet replaced; empty: one level
   int snapshot_keep = 2;
   bool restore = false;
 };

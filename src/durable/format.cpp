@@ -359,4 +359,67 @@ void remove_snapshot(const std::string &dir, std::uint64_t seq) {
   ::rmdir(snap.c_str());
 }
 
+std::string expand_host(const std::string &dir) {
+  if (dir.find("%h") == std::string::npos) return dir;
+  // gethostname fails only for a bad buffer; a name cut at 255 bytes still names the node.
+  char host[256] = {};
+  (void)::gethostname(host, sizeof host - 1);
+  std::string out;
+  for (std::size_t i = 0; i < dir.size(); ++i) {
+    if (dir.compare(i, 2, "%h") == 0) {
+      out += host;
+      ++i;
+    } else {
+      out += dir[i];
+    }
+  }
+  return out;
+}
+
+void stage_part(const std::string &from, const std::string &to, std::uint64_t seq, std::size_t index) {
+  const std::string src = part_path(from, seq, index), tmp = part_path(to, seq, index) + ".tmp";
+  const int in = ::open(src.c_str(), O_RDONLY | O_CLOEXEC);
+  if (in < 0) io_error("cannot open", src, errno);
+  const int out = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (out < 0) {
+    const int err = errno;
+    ::close(in);
+    io_error("cannot create", tmp, err);
+  }
+  try {
+    std::vector<char> buf(kBuffer);
+    for (;;) {
+      const ssize_t n = ::read(in, buf.data(), buf.size());
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) io_error("cannot read", src, errno);
+      if (n == 0) break;
+      write_all(out, buf.data(), static_cast<std::size_t>(n), tmp);
+    }
+    if (::fsync(out) != 0) io_error("cannot sync", tmp, errno);
+  } catch (...) {
+    ::close(in);
+    ::close(out);
+    throw;
+  }
+  ::close(in);
+  if (::close(out) != 0) io_error("cannot close", tmp, errno);
+}
+
+void publish_part(const std::string &to, std::uint64_t seq, std::size_t index) {
+  const std::string final_name = part_path(to, seq, index);
+  if (::rename((final_name + ".tmp").c_str(), final_name.c_str()) != 0) io_error("cannot rename", final_name, errno);
+  fsync_path(snapshot_path(to, seq), O_RDONLY | O_DIRECTORY);
+}
+
+bool part_exists(const std::string &dir, std::uint64_t seq, std::size_t index) {
+  struct stat st {};
+  return ::stat(part_path(dir, seq, index).c_str(), &st) == 0;
+}
+
+void remove_part(const std::string &dir, std::uint64_t seq, std::size_t index) {
+  ::unlink(part_path(dir, seq, index).c_str());
+  ::unlink((part_path(dir, seq, index) + ".tmp").c_str());
+  ::rmdir(snapshot_path(dir, seq).c_str());
+}
+
 } // namespace rmastore::internal::durable

@@ -87,4 +87,17 @@ void make_snapshot_dir(const std::string &dir, std::uint64_t seq);
 // Removes snapshot `seq`, manifest first so that a crash midway leaves it incomplete.
 void remove_snapshot(const std::string &dir, std::uint64_t seq);
 
+// Two levels (store_config_t::snapshot_local_dir). `dir` with every "%h" replaced by this
+// host's name.
+std::string expand_host(const std::string &dir);
+// Copies part `index` of snapshot `seq` from `from` to `to`, whose snapshot directory must
+// exist, under a temporary name, synced; publish_part then renames it and syncs the directory,
+// so that a part under its own name in `to` is whole and durable.
+void stage_part(const std::string &from, const std::string &to, std::uint64_t seq, std::size_t index);
+void publish_part(const std::string &to, std::uint64_t seq, std::size_t index);
+bool part_exists(const std::string &dir, std::uint64_t seq, std::size_t index);
+// Removes part `index` of snapshot `seq`, and the snapshot's directory if that leaves it empty
+// (other processes of the node keep theirs). Failures leave files behind, nothing worse.
+void remove_part(const std::string &dir, std::uint64_t seq, std::size_t index);
+
 } // namespace rmastore::internal::durable

@@ -56,7 +56,8 @@ bool view_of(MPI_Comm comm, MPI_Group origin, std::uint32_t *view) noexcept {
 
 store_status_t Store::recover(MPI_Comm *new_comm) {
   if (broken_) throw StoreError(STORE_ERR_MPI, kDisagree);
-  end_snapshot(); // a snapshot in flight is abandoned: a process of it may have failed
+  end_snapshot();  // a snapshot in flight is abandoned: a process of it may have failed
+  abandon_flush(); // a flush too: it completes only if every part had arrived
   Core &c = *core_;
   const std::int64_t t0 = monotonic_ns();
   if (recover_attempts_++ == 0) first_attempt_ns_ = t0;

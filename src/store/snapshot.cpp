@@ -90,6 +90,61 @@ template <class Add> void write_part(Store::SnapshotInFlight &f, const std::stri
   RMASTORE_FAULT_DELAY("snapshot.parts_durable");
 }
 
+// Makes snapshot m count in `dir`: its manifest. Then removes the complete snapshots older than
+// the newest `keep` complete ones, and incomplete ones older than m: a failed removal only leaves
+// files behind.
+void complete(const std::string &dir, const durable::Manifest &m, int keep) {
+  durable::write_manifest(dir, m);
+  try {
+    int kept = 0;
+    for (std::uint64_t s : durable::list_snapshots(dir)) {
+      std::string ignored;
+      const bool whole = durable::read_manifest(dir, s, &ignored).has_value();
+      if (whole && kept < keep) {
+        ++kept;
+      } else if (s < m.seq) {
+        durable::remove_snapshot(dir, s);
+      }
+    }
+  } catch (const StoreError &) {
+  }
+}
+
+// The flush of two levels, in a thread of each process: copies this process's part from the
+// local level to `dir`. Rank 0's thread then waits until every part is there and writes the
+// manifest; the last part arrives on its own, so a flush completes without another call.
+void flush(Store::FlushInFlight &fl, const std::string &dir, const std::string &local, std::size_t rank, int keep) {
+  fl.status = attempt(
+      [&] {
+        durable::make_snapshot_dir(dir, fl.seq);
+        durable::stage_part(local, dir, fl.seq, rank);
+        // Tests stretch the flush, to kill a job inside it.
+        RMASTORE_FAULT_DELAY("snapshot.flushing");
+        durable::publish_part(dir, fl.seq, rank);
+      },
+      &fl.why);
+  fl.copied.store(true);
+  fl.copied.notify_all();
+  if (fl.status != STORE_OK) return;
+  // The local level keeps this process's part of the newest flushed snapshot only.
+  try {
+    for (std::uint64_t s : durable::list_snapshots(local))
+      if (s < fl.seq) durable::remove_part(local, s, rank);
+  } catch (const StoreError &) {
+  }
+  if (!fl.manifest) return;
+  for (std::size_t i = 0; i < fl.manifest->parts.size();) {
+    if (durable::part_exists(dir, fl.seq, i)) {
+      ++i;
+    } else if (fl.stop.load()) {
+      return;
+    } else {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  }
+  fl.manifest_status = attempt([&] { complete(dir, *fl.manifest, keep); }, &fl.manifest_why);
+}
+
 } // namespace
 
 void Store::require_ready_for_durable(const char *what) {
@@ -114,8 +169,11 @@ std::uint64_t Store::snapshot_start(bool background) {
   const char *what = background ? "store_snapshot_start" : "store_snapshot";
   if (snapshot_) throw StoreError(STORE_ERR_ARG, "a snapshot is in flight: call store_snapshot_wait first");
   require_ready_for_durable(what);
+  finish_flush();
   Core &c = *core_;
   const std::string &dir = c.config.snapshot_dir;
+  // With two levels the parts go to the local one, and the flush takes them on.
+  const std::string &part_dir = local_dir_.empty() ? dir : local_dir_;
   MPI_Comm comm = c.rt.comm;
   std::string why;
 
@@ -128,6 +186,10 @@ std::uint64_t Store::snapshot_start(bool background) {
       [&] {
         const std::vector<std::uint64_t> seqs = durable::list_snapshots(dir);
         if (!seqs.empty()) newest = seqs.front();
+        if (!local_dir_.empty()) {
+          const std::vector<std::uint64_t> local = durable::list_snapshots(local_dir_);
+          if (!local.empty()) newest = std::max(newest, local.front());
+        }
         for (std::uint64_t s : seqs) {
           std::string ignored;
           if (const std::optional<durable::Manifest> m = durable::read_manifest(dir, s, &ignored))
@@ -192,7 +254,7 @@ std::uint64_t Store::snapshot_start(bool background) {
   } else {
     st = attempt(
         [&] {
-          write_part(*f, dir, rank, [&](durable::PartWriter &part) {
+          write_part(*f, part_dir, rank, [&](durable::PartWriter &part) {
             read_mine([&](std::uint64_t key, const std::byte *value, std::size_t len) { part.add(key, value, len); });
           });
         },
@@ -200,10 +262,10 @@ std::uint64_t Store::snapshot_start(bool background) {
   }
   settle(comm, st, why, what);
   if (background) {
-    f->writer = std::thread([f, dir, rank] {
+    f->writer = std::thread([f, part_dir, rank] {
       f->status = attempt(
           [&] {
-            write_part(*f, dir, rank, [&](durable::PartWriter &part) {
+            write_part(*f, part_dir, rank, [&](durable::PartWriter &part) {
               std::size_t at = 0;
               for (const auto &[key, len] : f->records) {
                 part.add(key, f->bytes.data() + at, len);
@@ -236,45 +298,76 @@ void Store::snapshot_wait() {
   std::string why = f->why;
   settle(comm, f->status, why, "store_snapshot_wait");
 
-  // Rank 0 names every part in the manifest, which makes the snapshot count.
+  // Rank 0 names every part in the manifest, which makes the snapshot count: now, or with two
+  // levels once the flush has brought every part to snapshot_dir.
   std::vector<std::uint64_t> lines(c.rt.rank == 0 ? 3 * static_cast<std::size_t>(c.rt.size) : 0);
   check_collective(MPI_Gather(f->part, 3, MPI_UINT64_T, lines.data(), 3, MPI_UINT64_T, 0, comm), "MPI_Gather",
                    "a snapshot");
+  durable::Manifest m;
+  m.seq = f->seq;
+  m.name = c.config.snapshot_name;
+  for (std::size_t i = 0; i < lines.size(); i += 3)
+    m.parts.push_back(durable::PartSummary{lines[i], lines[i + 1], lines[i + 2]});
+  if (!local_dir_.empty()) {
+    auto fl = std::make_unique<FlushInFlight>();
+    fl->seq = f->seq;
+    if (c.rt.rank == 0) fl->manifest = std::move(m);
+    FlushInFlight *p = fl.get();
+    fl->thread = std::thread([p, dir, local = local_dir_, rank = static_cast<std::size_t>(c.rt.rank),
+                              keep = c.config.snapshot_keep] { flush(*p, dir, local, rank, keep); });
+    flush_ = std::move(fl);
+    last_snapshot_ = f->seq;
+    return;
+  }
   store_status_t st = STORE_OK;
   if (c.rt.rank == 0) {
     st = attempt(
         [&] {
           RMASTORE_FAULT_POINT("snapshot.before_manifest");
-          durable::Manifest m;
-          m.seq = f->seq;
-          m.name = c.config.snapshot_name;
-          for (int i = 0; i < c.rt.size; ++i) {
-            const std::uint64_t *l = &lines[3 * static_cast<std::size_t>(i)];
-            m.parts.push_back(durable::PartSummary{l[0], l[1], l[2]});
-          }
-          durable::write_manifest(dir, m);
+          complete(dir, m, c.config.snapshot_keep);
         },
         &why);
-    if (st == STORE_OK) {
-      // Only complete snapshots older than the newest `keep` complete ones go, and incomplete
-      // ones older than this: a failed removal only leaves files behind.
-      try {
-        int kept = 0;
-        for (std::uint64_t s : durable::list_snapshots(dir)) {
-          std::string ignored;
-          const bool complete = durable::read_manifest(dir, s, &ignored).has_value();
-          if (complete && kept < c.config.snapshot_keep) {
-            ++kept;
-          } else if (s < f->seq) {
-            durable::remove_snapshot(dir, s);
-          }
-        }
-      } catch (const StoreError &) {
-      }
-    }
   }
   settle(comm, st, why, "store_snapshot_wait");
   last_snapshot_ = f->seq;
+  flushed_snapshot_ = f->seq;
+}
+
+void Store::finish_flush() {
+  if (!flush_) return;
+  const std::unique_ptr<FlushInFlight> fl = std::move(flush_);
+  // Whatever happens, the thread ends before the flush is forgotten.
+  struct Join {
+    FlushInFlight &fl;
+    ~Join() {
+      fl.stop.store(true);
+      if (fl.thread.joinable()) fl.thread.join();
+    }
+  } join{*fl};
+  fl->copied.wait(false);
+  const std::string dir = core_->config.snapshot_dir;
+  const std::string head = "the flush of snapshot " + std::to_string(fl->seq) + " to " + dir;
+  settle(core_->rt.comm, fl->status, fl->why, head.c_str());
+  // Every part is in place: rank 0's thread writes the manifest and ends.
+  fl->thread.join();
+  std::string why = fl->manifest_why;
+  settle(core_->rt.comm, fl->manifest ? fl->manifest_status : STORE_OK, why, head.c_str());
+  flushed_snapshot_ = fl->seq;
+}
+
+void Store::abandon_flush() {
+  if (!flush_) return;
+  flush_->stop.store(true);
+  if (flush_->thread.joinable()) flush_->thread.join();
+  flush_.reset();
+}
+
+std::uint64_t Store::flush_wait() {
+  require_healthy();
+  if (core_->config.snapshot_dir.empty())
+    throw StoreError(STORE_ERR_ARG, "no snapshot_dir in the store's configuration");
+  finish_flush();
+  return flushed_snapshot_;
 }
 
 namespace {
@@ -288,8 +381,11 @@ std::vector<std::uint64_t> gather_all(MPI_Comm comm, const std::vector<std::uint
 // The newest complete snapshot in the store's directory: its number (0: none) and, in
 // *records, this process's share of its values (parts i with i mod size == rank: no process
 // reads everything, whatever the two jobs' sizes). A snapshot that fails a check on any process
-// is skipped by all, said on standard error, and counted in *skipped. Collective.
-std::uint64_t read_newest(Core &c, const char *what, std::vector<durable::Record> *records, int *skipped) {
+// is skipped by all, said on standard error, and counted in *skipped. A part found whole in
+// the local level `local` (two levels: a restart on the same nodes) is read there, and counted
+// in *local_parts. Collective.
+std::uint64_t read_newest(Core &c, const std::string &local, const char *what, std::vector<durable::Record> *records,
+                          int *skipped, int *local_parts) {
   const std::string &dir = c.config.snapshot_dir;
   MPI_Comm comm = c.rt.comm;
   std::string why;
@@ -316,7 +412,13 @@ std::uint64_t read_newest(Core &c, const char *what, std::vector<durable::Record
           require_same_name(*m, c.config.snapshot_name, dir);
           for (std::size_t i = static_cast<std::size_t>(c.rt.rank); i < m->parts.size();
                i += static_cast<std::size_t>(c.rt.size)) {
-            std::optional<std::vector<durable::Record>> part = durable::read_part(dir, seq, i, m->parts[i], &why);
+            std::optional<std::vector<durable::Record>> part;
+            if (!local.empty() && durable::part_exists(local, seq, i)) {
+              std::string ignored;
+              part = durable::read_part(local, seq, i, m->parts[i], &ignored);
+              if (part) ++*local_parts;
+            }
+            if (!part) part = durable::read_part(dir, seq, i, m->parts[i], &why);
             if (!part) {
               usable = false;
               return;
@@ -354,7 +456,8 @@ void Store::put_records(const std::vector<durable::Record> &records) {
 
 std::uint64_t Store::restore() {
   std::vector<durable::Record> records;
-  const std::uint64_t seq = read_newest(*core_, "store_init's restore", &records, &snapshots_skipped_);
+  const std::uint64_t seq =
+      read_newest(*core_, local_dir_, "store_init's restore", &records, &snapshots_skipped_, &restored_local_parts_);
   if (seq == 0) return 0;
   put_records(records);
   settle(core_->rt.comm, STORE_OK, "", "store_init's restore");
@@ -366,6 +469,7 @@ std::uint64_t Store::restore() {
 std::uint64_t Store::restore_lost(std::vector<std::uint64_t> *back) {
   constexpr const char *kWhat = "store_restore_lost";
   require_ready_for_durable(kWhat);
+  finish_flush();
   Core &c = *core_;
   MPI_Comm comm = c.rt.comm;
   back->clear();
@@ -377,8 +481,8 @@ std::uint64_t Store::restore_lost(std::vector<std::uint64_t> *back) {
   lost.erase(std::unique(lost.begin(), lost.end()), lost.end());
   if (lost.empty()) return 0; // the same on every process: nothing read
   std::vector<durable::Record> records;
-  int skipped = 0;
-  const std::uint64_t seq = read_newest(c, kWhat, &records, &skipped);
+  int skipped = 0, local_parts = 0;
+  const std::uint64_t seq = read_newest(c, local_dir_, kWhat, &records, &skipped, &local_parts);
   // Only keys that still read as lost: one put or deleted since keeps what it has now.
   std::vector<durable::Record> wanted;
   std::vector<std::uint64_t> mine;

@@ -86,7 +86,8 @@ std::unique_ptr<Store> Store::create(MPI_Comm comm, const Config &cfg, store_sta
         cfg.helper_max_sleep_us > 1'000'000 || cfg.node_id < -1 || cfg.recovery < STORE_RECOVERY_GLOBAL ||
         cfg.recovery > STORE_RECOVERY_LOCALIZED ||
         (cfg.recovery == STORE_RECOVERY_LOCALIZED && cfg.detector == STORE_DETECTOR_OFF) || cfg.snapshot_keep < 1 ||
-        (cfg.restore && cfg.snapshot_dir.empty()) || !durable::valid_name(cfg.snapshot_name)) {
+        (cfg.restore && cfg.snapshot_dir.empty()) || !durable::valid_name(cfg.snapshot_name) ||
+        (!cfg.snapshot_local_dir.empty() && cfg.snapshot_dir.empty())) {
       local = STORE_ERR_ARG;
     }
     if (local == STORE_OK) local = local_error;
@@ -95,6 +96,8 @@ std::unique_ptr<Store> Store::create(MPI_Comm comm, const Config &cfg, store_sta
     // Kept below 2^62, so that negating it cannot overflow.
     const std::int64_t dir_hash = as64(bytes_checksum(cfg.snapshot_dir.data(), cfg.snapshot_dir.size()) >> 2);
     const std::int64_t name_hash = as64(bytes_checksum(cfg.snapshot_name.data(), cfg.snapshot_name.size()) >> 2);
+    const std::int64_t local_hash =
+        as64(bytes_checksum(cfg.snapshot_local_dir.data(), cfg.snapshot_local_dir.size()) >> 2);
     const std::int64_t mine[] = {
         provided < MPI_THREAD_MULTIPLE ? 1 : 0,
         local != STORE_OK ? 1 : 0,
@@ -116,6 +119,8 @@ std::unique_ptr<Store> Store::create(MPI_Comm comm, const Config &cfg, store_sta
         -dir_hash,
         name_hash,
         -name_hash,
+        local_hash,
+        -local_hash,
         as64(cfg.snapshot_keep),
         -as64(cfg.snapshot_keep),
         as64(cfg.restore),
@@ -157,7 +162,8 @@ std::unique_ptr<Store> Store::create(MPI_Comm comm, const Config &cfg, store_sta
   return s;
 }
 
-Store::Store(MPI_Comm comm, const Config &config) : core_(std::make_unique<Core>(comm, config)) {
+Store::Store(MPI_Comm comm, const Config &config)
+    : core_(std::make_unique<Core>(comm, config)), local_dir_(durable::expand_host(config.snapshot_local_dir)) {
   if (config.recovery == STORE_RECOVERY_LOCALIZED) {
     variant_ = std::make_unique<LocalizedVariant>(*core_);
   } else {
@@ -173,6 +179,7 @@ Store::Store(MPI_Comm comm, const Config &config) : core_(std::make_unique<Core>
 
 Store::~Store() {
   end_snapshot();
+  abandon_flush();
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (origin_ != MPI_GROUP_NULL && !finalized) MPI_Group_free(&origin_);
@@ -221,6 +228,13 @@ void Store::finalize() {
   try {
     require_healthy();
     core_->app.drain();
+    // A flush that failed was said on standard error by the process it failed on; the job's end
+    // still finalizes.
+    try {
+      finish_flush();
+    } catch (const StoreError &e) {
+      if (e.status() != STORE_ERR_IO) throw;
+    }
     RMASTORE_FAULT_POINT("finalize.before_barrier");
     failed = variant_->finalize_barrier();
   } catch (...) {
@@ -228,6 +242,7 @@ void Store::finalize() {
     // store without destroying it (its collective teardown did not complete), but its threads
     // must not outlive the call: left running, they polled MPI inside the caller's MPI_Finalize
     // and aborted the job (test_finalize_death, both modes).
+    abandon_flush();
     stop_threads();
     throw;
   }
@@ -426,6 +441,8 @@ void Store::info(store_info_t &out) const {
   out.restored_snapshot = restored_snapshot_;
   out.restored_keys = restored_keys_;
   out.snapshots_skipped = snapshots_skipped_;
+  out.flushed_snapshot = local_dir_.empty() ? last_snapshot_ : flushed_snapshot_;
+  out.restored_local_parts = restored_local_parts_;
 }
 
 } // namespace rmastore::internal

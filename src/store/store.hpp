@@ -16,8 +16,10 @@
 
 #include <mpi.h>
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <utility>
@@ -25,14 +27,11 @@
 
 #include "client/core.hpp"
 #include "common/config.hpp"
+#include "durable/format.hpp"
 #include "rmastore/store.h"
 #include "variants/variant.hpp"
 
 namespace rmastore::internal {
-
-namespace durable {
-struct Record;
-}
 
 class Store final {
 public:
@@ -74,6 +73,8 @@ public:
   // `background` false: the part is written before it returns (store_snapshot's first half).
   std::uint64_t snapshot_start(bool background = true);
   void snapshot_wait();
+  // store_snapshot_flush_wait: the newest snapshot this store completed in snapshot_dir.
+  std::uint64_t flush_wait();
   std::uint64_t restore();
   // store_restore_lost: collective. The snapshot it read (0: nothing lost, or no snapshot), and
   // in *back the keys it put back, ascending, the same on every process.
@@ -121,6 +122,22 @@ public:
     std::uint64_t part[3] = {0, 0, 0}; // the part's size, record count and checksum chain
     store_status_t status = STORE_OK;
     std::string why;
+  };
+
+  // Two levels: a snapshot complete in snapshot_local_dir whose parts a thread copies to
+  // snapshot_dir. On rank 0 the same thread then waits for every process's part there and writes
+  // the manifest.
+  struct FlushInFlight {
+    std::uint64_t seq = 0;
+    std::thread thread;
+    std::atomic<bool> copied{false}; // this process's copy ended: status and why are set
+    std::atomic<bool> stop{false};   // rank 0: stop waiting for the others' parts
+    store_status_t status = STORE_OK;
+    std::string why;
+    // Rank 0 only: the manifest to write, and whether the thread wrote it (read after joining).
+    std::optional<durable::Manifest> manifest;
+    store_status_t manifest_status = STORE_ERR_IO;
+    std::string manifest_why = "the flush was abandoned";
   };
 
 private:
@@ -174,8 +191,15 @@ private:
   // Waits for the thread of a snapshot in flight and abandons the snapshot (it never gets a
   // manifest): store_recover and store_finalize.
   void end_snapshot();
-  std::uint64_t last_snapshot_ = 0, restored_snapshot_ = 0, restored_keys_ = 0;
-  int snapshots_skipped_ = 0;
+  // Two levels: store_snapshot_flush_wait's work, which store_snapshot, store_snapshot_start,
+  // store_restore_lost and store_finalize do first. Collective.
+  void finish_flush();
+  // Stops the flush's thread and forgets it (store_recover, errors): local.
+  void abandon_flush();
+  std::string local_dir_; // snapshot_local_dir, "%h" replaced; empty: one level
+  std::unique_ptr<FlushInFlight> flush_;
+  std::uint64_t last_snapshot_ = 0, flushed_snapshot_ = 0, restored_snapshot_ = 0, restored_keys_ = 0;
+  int snapshots_skipped_ = 0, restored_local_parts_ = 0;
   std::vector<store_key_t> lost_keys_;
 };
 
