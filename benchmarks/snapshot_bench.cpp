@@ -19,6 +19,13 @@
 //              own) while a snapshot runs in the background (store_snapshot_start, then puts
 //              for 80% of the blocking snapshot's time, then store_snapshot_wait), against the
 //              same loop with no snapshot right before it: the slowest process's median each.
+// With --local-dir L (a node-local directory, e.g. /dev/shm), a second store has two levels
+// (snapshot_local_dir L, snapshot_dir DIR/two-levels), holds the same values, and each rep also
+// measures:
+//   two_levels - its store_snapshot (the parts written to L), against the one-level
+//              store_snapshot of the same rep; then store_snapshot_flush_wait (the flush to
+//              DIR); and raw writes of the same bytes to L.
+//   restart_two_levels - its restart (the parts read from L), against the one-level restart.
 // Output: one JSON object per line.
 #include <fcntl.h>
 #include <getopt.h>
@@ -45,20 +52,22 @@ struct Options {
   int replicas = 2;
   int reps = 3;
   std::size_t put_size = 4096;
+  std::string local_dir;
 };
 
 constexpr const char *kUsage =
     "usage: snapshot_bench --dir DIR [--mib 16,64] [--value-size B] [--replicas R] [--reps N] [--put-size B] "
-    "[--help]\n";
+    "[--local-dir L] [--help]\n";
 
 int parse(int argc, char **argv, bool talk, Options &o) {
-  enum { kDir = 256, kMib, kValueSize, kReplicas, kReps, kPutSize, kHelp };
+  enum { kDir = 256, kMib, kValueSize, kReplicas, kReps, kPutSize, kLocalDir, kHelp };
   static const option longopts[] = {{"dir", required_argument, nullptr, kDir},
                                     {"mib", required_argument, nullptr, kMib},
                                     {"value-size", required_argument, nullptr, kValueSize},
                                     {"replicas", required_argument, nullptr, kReplicas},
                                     {"reps", required_argument, nullptr, kReps},
                                     {"put-size", required_argument, nullptr, kPutSize},
+                                    {"local-dir", required_argument, nullptr, kLocalDir},
                                     {"help", no_argument, nullptr, kHelp},
                                     {nullptr, 0, nullptr, 0}};
   const auto bad = [&](const char *what) {
@@ -91,6 +100,9 @@ int parse(int argc, char **argv, bool talk, Options &o) {
       break;
     case kPutSize:
       if (!parse_size(optarg, o.put_size)) return bad("--put-size must be a size");
+      break;
+    case kLocalDir:
+      o.local_dir = optarg;
       break;
     case kHelp:
       if (talk) std::printf("%s", kUsage);
@@ -189,6 +201,21 @@ int main(int argc, char **argv) {
       const store_key_t key = (static_cast<store_key_t>(rank) << 32) | i;
       check(store_put(s, key, value.data(), value.size()), "store_put");
     }
+    // The two-level store, with the same values.
+    const std::string two_dir = o.dir + "/two-levels";
+    store_config_t cfg2 = cfg;
+    store_t s2 = nullptr;
+    if (!o.local_dir.empty()) {
+      if (rank == 0) ::mkdir(two_dir.c_str(), 0755);
+      MPI_Barrier(MPI_COMM_WORLD);
+      cfg2.snapshot_dir = two_dir.c_str();
+      cfg2.snapshot_local_dir = o.local_dir.c_str();
+      check(store_init(MPI_COMM_WORLD, &cfg2, &s2), "store_init with two levels");
+      for (std::size_t i = 0; i < values; ++i) {
+        const store_key_t key = (static_cast<store_key_t>(rank) << 32) | i;
+        check(store_put(s2, key, value.data(), value.size()), "store_put");
+      }
+    }
     const store_key_t probe = (static_cast<store_key_t>(rank) << 32) | 0xffffffffu;
     const std::vector<char> probe_value(o.put_size, 'p');
     check(store_put(s, probe, probe_value.data(), probe_value.size()), "store_put");
@@ -210,6 +237,18 @@ int main(int argc, char **argv) {
                     "\"rep\":%d,\"part_bytes\":%zu,\"seconds\":%.4f,\"raw_seconds\":%.4f,\"MiBps\":%.1f,"
                     "\"raw_MiBps\":%.1f,\"ratio\":%.3f}\n",
                     np, mib, o.value_size, cfg.replicas, rep, most, snap, raw, snap_bw, raw_bw, snap_bw / raw_bw);
+        std::fflush(stdout);
+      }
+      if (s2 == nullptr) continue;
+      const double local = timed([&] { check(store_snapshot(s2, nullptr), "store_snapshot with two levels"); });
+      const double flush = timed([&] { check(store_snapshot_flush_wait(s2, nullptr), "store_snapshot_flush_wait"); });
+      const double raw_local = timed([&] { raw_write(o.local_dir + "/raw-" + std::to_string(rank), most); });
+      ::unlink((o.local_dir + "/raw-" + std::to_string(rank)).c_str());
+      if (rank == 0) {
+        std::printf("{\"op\":\"two_levels\",\"np\":%d,\"mib_per_process\":%zu,\"value_size\":%zu,\"replicas\":%d,"
+                    "\"rep\":%d,\"part_bytes\":%zu,\"seconds\":%.4f,\"flush_seconds\":%.4f,"
+                    "\"one_level_seconds\":%.4f,\"raw_local_seconds\":%.4f,\"ratio\":%.3f}\n",
+                    np, mib, o.value_size, cfg.replicas, rep, most, local, flush, snap, raw_local, local / snap);
         std::fflush(stdout);
       }
     }
@@ -257,6 +296,22 @@ int main(int argc, char **argv) {
                   np, mib, o.value_size, cfg.replicas, static_cast<unsigned long long>(all), restart, init, raw,
                   static_cast<double>(mib) / restart, restart / raw);
       std::fflush(stdout);
+    }
+    if (s2 != nullptr) {
+      check(store_finalize(&s2), "store_finalize");
+      cfg2.restore = 1;
+      const double restart2 =
+          timed([&] { check(store_init(MPI_COMM_WORLD, &cfg2, &s2), "store_init with restore, two levels"); });
+      check(store_get_info(s2, &info), "store_get_info");
+      int parts = 0;
+      MPI_Allreduce(&info.restored_local_parts, &parts, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+      if (rank == 0) {
+        std::printf("{\"op\":\"restart_two_levels\",\"np\":%d,\"mib_per_process\":%zu,\"replicas\":%d,"
+                    "\"local_parts\":%d,\"seconds\":%.4f,\"one_level_seconds\":%.4f,\"ratio\":%.3f}\n",
+                    np, mib, cfg.replicas, parts, restart2, restart, restart2 / restart);
+        std::fflush(stdout);
+      }
+      check(store_finalize(&s2), "store_finalize");
     }
     check(store_finalize(&s), "store_finalize");
     ::unlink(raw_path.c_str());
