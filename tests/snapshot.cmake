@@ -59,6 +59,17 @@ add_test(NAME snapshot_errors COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/snapshot_resta
 set_tests_properties(snapshot_errors PROPERTIES PROCESSORS 2 LABELS "mpi;snapshot"
                      ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0;${RMASTORE_TSAN_ENV}")
 rmastore_test_timeout(snapshot_errors 120)
+# snapshot_keep: the two newest complete snapshots stay, nothing of the older ones; with two
+# levels, each local level keeps only the newest flushed parts.
+foreach(levels one two)
+  add_test(NAME snapshot_keep_${levels}_level COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/snapshot_restart.sh
+                                                      ${RMASTORE_MPIRUN_TEST} ${MPIEXEC_EXECUTABLE}
+                                                      $<TARGET_FILE:test_snapshot> keep 3)
+  set_tests_properties(snapshot_keep_${levels}_level PROPERTIES PROCESSORS 2 LABELS "mpi;snapshot"
+                       ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0;${RMASTORE_TSAN_ENV}")
+  rmastore_test_timeout(snapshot_keep_${levels}_level 120)
+endforeach()
+set_property(TEST snapshot_keep_two_level APPEND PROPERTY ENVIRONMENT RMASTORE_TEST_SNAPSHOT_LOCAL=1)
 # A full disk: the snapshot fails with STORE_ERR_IO everywhere, nothing in memory is lost, and
 # the next snapshot, once there is room, is the one restored.
 add_test(NAME snapshot_full_disk COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/snapshot_restart.sh ${RMASTORE_MPIRUN_TEST}

@@ -5,7 +5,7 @@
 # restore snapshot <expect>, having skipped <skipped> newer ones. Each job is judged by
 # tests/mpirun_test.sh (every rank's verdict, the fault's marker).
 #   snapshot_restart.sh <runner> <mpirun> <exe> <write np> <read np> <expect> <skipped> [damage]
-#   snapshot_restart.sh <runner> <mpirun> <exe> errors <np>
+#   snapshot_restart.sh <runner> <mpirun> <exe> errors|keep <np>
 #   snapshot_restart.sh <runner> <mpirun> <exe> full <write np> <read np>
 #   snapshot_restart.sh <runner> <mpirun> <exe> kill <write np> <read np> any|inside|flush <seed>
 # `full` runs both jobs on a 4 MiB tmpfs of their own (a private mount namespace: needs root),
@@ -26,8 +26,8 @@ if [ -n "${RMASTORE_TEST_SNAPSHOT_LOCAL:-}" ]; then
   export RMASTORE_TEST_SNAPSHOT_LOCAL=$dir.local
   mkdir "$dir.local"
 fi
-if [ "$4" = errors ]; then
-  "$runner" "$mpirun" "$5" "$5" 60 "$exe" --phase errors --dir "$dir"
+if [ "$4" = errors ] || [ "$4" = keep ]; then
+  "$runner" "$mpirun" "$5" "$5" 60 "$exe" --phase "$4" --dir "$dir"
   exit $?
 fi
 if [ "$4" = full ]; then

@@ -12,6 +12,7 @@
 //                    be back with its full number of copies.
 //   --phase errors   the statuses: no snapshot_dir, a missing directory, a newer format, an
 //                    empty directory, another data set's snapshots (snapshot_name).
+//   --phase keep     snapshot_keep: older snapshots go once a newer one is complete.
 //   --phase full     on a small file system of its own (tests/snapshot_restart.sh mounts it):
 //                    generation 1, snapshot 1; the disk is filled; generation 2, whose snapshot
 //                    must fail with STORE_ERR_IO on every process and lose nothing in memory;
@@ -466,6 +467,45 @@ bool read_phase(const std::string &dir, std::uint64_t expect, int generation, in
   return good;
 }
 
+// snapshot_keep = 2: after each of 4 snapshots, the directory holds exactly the newest two,
+// complete, and nothing of the older ones (every process removed its share of their parts).
+// Two levels: once flushed, and each local level holds only the newest part of each process.
+bool keep_phase(const std::string &dir, int rank, int size) {
+  store_config_t cfg = config(dir, false);
+  cfg.snapshot_keep = 2;
+  store_t s = nullptr;
+  if (!ok(store_init(MPI_COMM_WORLD, &cfg, &s), "store_init", rank)) return false;
+  bool good = true;
+  for (int g = 1; g <= 4; ++g) {
+    good = advance(s, g == 1 ? 1 : 2, rank, size) && good;
+    MPI_Barrier(MPI_COMM_WORLD);
+    std::uint64_t seq = 0;
+    good = ok(store_snapshot(s, &seq), "store_snapshot", rank) && good && seq == static_cast<std::uint64_t>(g);
+    good = flushed(s, seq, rank) && good;
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == 0) {
+      for (std::uint64_t k = 1; k <= seq; ++k) {
+        const bool kept = k + 2 > seq;
+        const std::string snap = dir + "/" + snap_name(k);
+        if (kept ? exists(snap + "/MANIFEST") : !exists(snap)) continue;
+        std::fprintf(stderr, "after snapshot %llu: %s %s\n", (unsigned long long)seq, snap.c_str(),
+                     kept ? "has no manifest" : "is still there");
+        good = false;
+      }
+      if (!g_local.empty()) {
+        for (std::uint64_t k = 1; k <= seq; ++k) {
+          if (local_parts(k) == (k == seq ? size : 0)) continue;
+          std::fprintf(stderr, "after snapshot %llu: %d parts of snapshot %llu in the local levels\n",
+                       (unsigned long long)seq, local_parts(k), (unsigned long long)k);
+          good = false;
+        }
+      }
+    }
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  return ok(store_finalize(&s), "store_finalize", rank) && good;
+}
+
 bool errors_phase(const std::string &dir, int rank) {
   bool good = true;
   const auto expect = [&](store_status_t got, store_status_t want, const char *what) {
@@ -623,7 +663,7 @@ bool errors_phase(const std::string &dir, int rank) {
 int main(int argc, char **argv) {
   int provided = 0;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
-  const rmastore::test::Cli cli{"test_snapshot --phase write|corrupt|read|errors|full|endless --dir DIR [--what "
+  const rmastore::test::Cli cli{"test_snapshot --phase write|corrupt|read|errors|keep|full|endless --dir DIR [--what "
                                 "flip|truncate|nopart|nomanifest] [--expect N] [--generation G] [--skipped N] "
                                 "[--endless]"};
   std::string phase, dir, what;
@@ -686,13 +726,15 @@ int main(int argc, char **argv) {
                       static_cast<int>(skipped), rank, size);
   } else if (phase == "errors") {
     pass = errors_phase(dir, rank);
+  } else if (phase == "keep") {
+    pass = keep_phase(dir, rank, size);
   } else if (phase == "full") {
     pass = full_phase(dir, rank, size);
   } else if (phase == "endless") {
     g_endless = true;
     pass = endless_phase(dir, rank, size);
   } else {
-    cli.error("--phase must be write, corrupt, read, errors, full or endless");
+    cli.error("--phase must be write, corrupt, read, errors, keep, full or endless");
   }
   rmastore::test::write_verdict(pass);
   if (std::getenv("RMASTORE_FAULT") != nullptr) {

@@ -344,10 +344,15 @@ void make_snapshot_dir(const std::string &dir, std::uint64_t seq) {
   if (::mkdir(snap.c_str(), 0755) != 0 && errno != EEXIST) io_error("cannot create", snap, errno);
 }
 
-void remove_snapshot(const std::string &dir, std::uint64_t seq) {
+void remove_manifest(const std::string &dir, std::uint64_t seq) {
   const std::string snap = snapshot_path(dir, seq);
   ::unlink((snap + "/MANIFEST").c_str());
   ::unlink((snap + "/MANIFEST.tmp").c_str());
+}
+
+void remove_snapshot(const std::string &dir, std::uint64_t seq) {
+  const std::string snap = snapshot_path(dir, seq);
+  remove_manifest(dir, seq);
   if (DIR *d = ::opendir(snap.c_str())) {
     std::vector<std::string> names;
     while (const dirent *e = ::readdir(d)) {

@@ -86,6 +86,8 @@ std::vector<std::uint64_t> list_snapshots(const std::string &dir);
 void make_snapshot_dir(const std::string &dir, std::uint64_t seq);
 // Removes snapshot `seq`, manifest first so that a crash midway leaves it incomplete.
 void remove_snapshot(const std::string &dir, std::uint64_t seq);
+// Removes snapshot `seq`'s manifest only: it is then incomplete, and never loaded.
+void remove_manifest(const std::string &dir, std::uint64_t seq);
 
 // Two levels (store_config_t::snapshot_local_dir). `dir` with every "%h" replaced by this
 // host's name.

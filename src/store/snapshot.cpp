@@ -90,23 +90,35 @@ template <class Add> void write_part(Store::SnapshotInFlight &f, const std::stri
   RMASTORE_FAULT_DELAY("snapshot.parts_durable");
 }
 
-// Makes snapshot m count in `dir`: its manifest. Then removes the complete snapshots older than
-// the newest `keep` complete ones, and incomplete ones older than m: a failed removal only leaves
-// files behind.
-void complete(const std::string &dir, const durable::Manifest &m, int keep) {
+// Makes snapshot m count in `dir`: its manifest. Then the complete snapshots it leaves beyond
+// `keep` (the oldest of `before`: those complete when it started, newest first) lose their
+// manifest, so that none is loaded, and their parts go too if `all_parts`; otherwise each
+// process removes its share (drop_parts). Incomplete snapshots older than m (cut short by a
+// crash or an error) go whole. A failed removal only leaves files behind.
+void complete(const std::string &dir, const durable::Manifest &m, int keep, const Store::Complete &before,
+              bool all_parts) {
   durable::write_manifest(dir, m);
   try {
-    int kept = 0;
     for (std::uint64_t s : durable::list_snapshots(dir)) {
-      std::string ignored;
-      const bool whole = durable::read_manifest(dir, s, &ignored).has_value();
-      if (whole && kept < keep) {
-        ++kept;
-      } else if (s < m.seq) {
-        durable::remove_snapshot(dir, s);
+      const bool was_complete = std::any_of(before.begin(), before.end(), [s](const auto &b) { return b.first == s; });
+      if (s < m.seq && !was_complete) durable::remove_snapshot(dir, s);
+    }
+    for (std::size_t k = static_cast<std::size_t>(keep) - 1; k < before.size(); ++k) {
+      if (all_parts) {
+        durable::remove_snapshot(dir, before[k].first);
+      } else {
+        durable::remove_manifest(dir, before[k].first);
       }
     }
   } catch (const StoreError &) {
+  }
+}
+
+// This process's share of the parts of the snapshots complete() dropped: parts i with
+// i mod size == rank, so that no process removes them all.
+void drop_parts(const std::string &dir, int keep, const Store::Complete &before, std::size_t rank, std::size_t size) {
+  for (std::size_t k = static_cast<std::size_t>(keep) - 1; k < before.size(); ++k) {
+    for (std::size_t i = rank; i < before[k].second; i += size) durable::remove_part(dir, before[k].first, i);
   }
 }
 
@@ -142,7 +154,8 @@ void flush(Store::FlushInFlight &fl, const std::string &dir, const std::string &
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
   }
-  fl.manifest_status = attempt([&] { complete(dir, *fl.manifest, keep); }, &fl.manifest_why);
+  // In the background, rank 0 can remove the dropped snapshots whole.
+  fl.manifest_status = attempt([&] { complete(dir, *fl.manifest, keep, fl.before, true); }, &fl.manifest_why);
 }
 
 } // namespace
@@ -182,6 +195,7 @@ std::uint64_t Store::snapshot_start(bool background) {
   // entered the call, so every put that returned before is in memory. A directory that holds
   // another data set's snapshots is refused before anything is written or removed.
   std::uint64_t newest = 0;
+  Complete before;
   store_status_t st = attempt(
       [&] {
         const std::vector<std::uint64_t> seqs = durable::list_snapshots(dir);
@@ -192,8 +206,10 @@ std::uint64_t Store::snapshot_start(bool background) {
         }
         for (std::uint64_t s : seqs) {
           std::string ignored;
-          if (const std::optional<durable::Manifest> m = durable::read_manifest(dir, s, &ignored))
+          if (const std::optional<durable::Manifest> m = durable::read_manifest(dir, s, &ignored)) {
             require_same_name(*m, c.config.snapshot_name, dir);
+            before.emplace_back(s, m->parts.size());
+          }
         }
       },
       &why);
@@ -208,6 +224,7 @@ std::uint64_t Store::snapshot_start(bool background) {
   // memory and written by a thread; otherwise they go straight to the part.
   auto flight = std::make_unique<SnapshotInFlight>();
   flight->seq = seq;
+  flight->before = std::move(before);
   SnapshotInFlight *f = flight.get();
   const std::size_t rank = static_cast<std::size_t>(c.rt.rank);
   const auto read_mine = [&](auto &&sink) {
@@ -311,7 +328,10 @@ void Store::snapshot_wait() {
   if (!local_dir_.empty()) {
     auto fl = std::make_unique<FlushInFlight>();
     fl->seq = f->seq;
-    if (c.rt.rank == 0) fl->manifest = std::move(m);
+    if (c.rt.rank == 0) {
+      fl->manifest = std::move(m);
+      fl->before = std::move(f->before);
+    }
     FlushInFlight *p = fl.get();
     fl->thread = std::thread([p, dir, local = local_dir_, rank = static_cast<std::size_t>(c.rt.rank),
                               keep = c.config.snapshot_keep] { flush(*p, dir, local, rank, keep); });
@@ -324,11 +344,13 @@ void Store::snapshot_wait() {
     st = attempt(
         [&] {
           RMASTORE_FAULT_POINT("snapshot.before_manifest");
-          complete(dir, m, c.config.snapshot_keep);
+          complete(dir, m, c.config.snapshot_keep, f->before, false);
         },
         &why);
   }
   settle(comm, st, why, "store_snapshot_wait");
+  drop_parts(dir, c.config.snapshot_keep, f->before, static_cast<std::size_t>(c.rt.rank),
+             static_cast<std::size_t>(c.rt.size));
   last_snapshot_ = f->seq;
   flushed_snapshot_ = f->seq;
 }

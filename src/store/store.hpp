@@ -113,8 +113,11 @@ public:
 
   // A snapshot between snapshot_start and snapshot_wait: this process's values as the cut found
   // them, and the thread that writes them to its part.
+  // Snapshots complete in snapshot_dir: number and part count, newest first.
+  using Complete = std::vector<std::pair<std::uint64_t, std::size_t>>;
   struct SnapshotInFlight {
     std::uint64_t seq = 0;
+    Complete before; // complete when it started: the older ones it drops go once it is
     std::vector<std::pair<std::uint64_t, std::size_t>> records; // key, length
     std::vector<std::byte> bytes;                               // the values, one after another
     std::thread writer;
@@ -136,6 +139,7 @@ public:
     std::string why;
     // Rank 0 only: the manifest to write, and whether the thread wrote it (read after joining).
     std::optional<durable::Manifest> manifest;
+    Complete before;
     store_status_t manifest_status = STORE_ERR_IO;
     std::string manifest_why = "the flush was abandoned";
   };
