@@ -7,9 +7,11 @@
 // times, alternated:
 //   snapshot - store_snapshot, timed from a barrier to the slowest process's return. Bandwidth
 //              per process: the bytes of its own part over that time.
-//   raw      - every process writes the same number of bytes to a file of its own in DIR (1 MiB
-//              writes, then fsync), timed the same way: the sequential write bandwidth of the
-//              directory with fsync, the goal's baseline (snapshot at least 0.8x raw).
+//   raw      - every process writes the same number of bytes to a new file of its own in DIR
+//              (1 MiB writes, then fsync), timed the same way: the sequential write bandwidth of
+//              the directory with fsync, the goal's baseline (snapshot at least 0.8x raw). The
+//              file before it is removed untimed, as store_snapshot removes the parts of the
+//              snapshots it drops in the background.
 //   restart  - store_finalize, then store_init with restore, timed: the whole restart (read
 //              the parts, check them, put every value back with its copies), against raw: every
 //              process reads its raw file back. Both read what was just written (the page cache
@@ -20,8 +22,8 @@
 //              for 80% of the blocking snapshot's time, then store_snapshot_wait), against the
 //              same loop with no snapshot right before it: the slowest process's median each.
 // With --local-dir L (a node-local directory, e.g. /dev/shm), a second store has two levels
-// (snapshot_local_dir L, snapshot_dir DIR/two-levels), holds the same values, and each rep also
-// measures:
+// (snapshot_local_dir L, snapshot_dir DIR/two-levels), holds the same values, and after the
+// one-level snapshots, --reps times:
 //   two_levels - its store_snapshot (the parts written to L), against the one-level
 //              store_snapshot of the same rep; then store_snapshot_flush_wait (the flush to
 //              DIR); and raw writes of the same bytes to L.
@@ -188,7 +190,9 @@ int main(int argc, char **argv) {
     MPI_Finalize();
     return rc == 1 ? 0 : rc;
   }
-  const std::string raw_path = o.dir + "/raw-" + std::to_string(rank);
+  // A new raw file each rep, the one before removed untimed: a snapshot removes the parts it
+  // drops in the background too.
+  const auto raw_path = [&](int rep) { return o.dir + "/raw-" + std::to_string(rank) + "-" + std::to_string(rep); };
   for (std::size_t mib : o.mib) {
     store_config_t cfg;
     store_config_init(&cfg);
@@ -223,6 +227,8 @@ int main(int argc, char **argv) {
     const std::vector<char> probe_value(o.put_size, 'p');
     check(store_put(s, probe, probe_value.data(), probe_value.size()), "store_put");
     double blocking = 0;
+    std::vector<double> one_level;
+    std::size_t most = 0;
     for (int rep = 1; rep <= o.reps; ++rep) {
       std::uint64_t seq = 0;
       const double snap = timed([&] { check(store_snapshot(s, &seq), "store_snapshot"); });
@@ -230,9 +236,10 @@ int main(int argc, char **argv) {
       char part[64];
       std::snprintf(part, sizeof part, "/snap-%010llu/part-%d", static_cast<unsigned long long>(seq), rank);
       const std::size_t mine = file_size(o.dir + part);
-      std::size_t most = 0;
       MPI_Allreduce(&mine, &most, 1, MPI_UNSIGNED_LONG, MPI_MAX, MPI_COMM_WORLD);
-      const double raw = timed([&] { raw_write(raw_path, most); });
+      one_level.push_back(snap);
+      const double raw = timed([&] { raw_write(raw_path(rep), most); });
+      ::unlink(raw_path(rep - 1).c_str());
       if (rank == 0) {
         const double snap_bw = static_cast<double>(most) / 1048576.0 / snap;
         const double raw_bw = static_cast<double>(most) / 1048576.0 / raw;
@@ -242,7 +249,11 @@ int main(int argc, char **argv) {
                     np, mib, o.value_size, cfg.replicas, rep, most, snap, raw, snap_bw, raw_bw, snap_bw / raw_bw);
         std::fflush(stdout);
       }
-      if (s2 == nullptr) continue;
+    }
+    // After the one-level snapshots, so that neither disturbs the other; each against the
+    // one-level snapshot of the same rep.
+    for (int rep = 1; s2 != nullptr && rep <= o.reps; ++rep) {
+      const double snap = one_level[static_cast<std::size_t>(rep - 1)];
       const double local = timed([&] { check(store_snapshot(s2, nullptr), "store_snapshot with two levels"); });
       const double flush =
           timed([&] { check(store_snapshot_flush_wait(s2, nullptr), "store_snapshot_flush_wait"); }, true);
@@ -282,7 +293,7 @@ int main(int argc, char **argv) {
     // Restart from the last snapshot, against reading the raw files back.
     cfg.restore = 1;
     const double restart = timed([&] { check(store_init(MPI_COMM_WORLD, &cfg, &s), "store_init with restore"); });
-    const double raw = timed([&] { raw_read(raw_path); });
+    const double raw = timed([&] { raw_read(raw_path(o.reps)); });
     // What store_init costs without restoring anything: the floor of any restart.
     store_t empty = nullptr;
     cfg.restore = 0;
@@ -318,7 +329,7 @@ int main(int argc, char **argv) {
       check(store_finalize(&s2), "store_finalize");
     }
     check(store_finalize(&s), "store_finalize");
-    ::unlink(raw_path.c_str());
+    ::unlink(raw_path(o.reps).c_str());
   }
   MPI_Finalize();
   return 0;

@@ -467,43 +467,48 @@ bool read_phase(const std::string &dir, std::uint64_t expect, int generation, in
   return good;
 }
 
-// snapshot_keep = 2: after each of 4 snapshots, the directory holds exactly the newest two,
-// complete, and nothing of the older ones (every process removed its share of their parts).
-// Two levels: once flushed, and each local level holds only the newest part of each process.
+// snapshot_keep = 2: after each of 4 snapshots, the directory holds the newest two complete, and
+// no older one that could be loaded (no manifest); once the store is finalized, nothing of the
+// older ones (every process removed its share of their parts, in the background). Two levels:
+// once flushed, and each local level holds only the newest part of each process.
 bool keep_phase(const std::string &dir, int rank, int size) {
   store_config_t cfg = config(dir, false);
   cfg.snapshot_keep = 2;
   store_t s = nullptr;
   if (!ok(store_init(MPI_COMM_WORLD, &cfg, &s), "store_init", rank)) return false;
   bool good = true;
+  const auto check = [&](std::uint64_t seq, bool finalized) {
+    for (std::uint64_t k = 1; k <= seq; ++k) {
+      const bool kept = k + 2 > seq;
+      const std::string snap = dir + "/" + snap_name(k);
+      if (kept ? exists(snap + "/MANIFEST") : (finalized ? !exists(snap) : !exists(snap + "/MANIFEST"))) continue;
+      std::fprintf(stderr, "after snapshot %llu%s: %s %s\n", (unsigned long long)seq, finalized ? " and finalize" : "",
+                   snap.c_str(), kept ? "has no manifest" : "is still there");
+      good = false;
+    }
+  };
+  std::uint64_t seq = 0;
   for (int g = 1; g <= 4; ++g) {
     good = advance(s, g == 1 ? 1 : 2, rank, size) && good;
     MPI_Barrier(MPI_COMM_WORLD);
-    std::uint64_t seq = 0;
     good = ok(store_snapshot(s, &seq), "store_snapshot", rank) && good && seq == static_cast<std::uint64_t>(g);
     good = flushed(s, seq, rank) && good;
     MPI_Barrier(MPI_COMM_WORLD);
-    if (rank == 0) {
+    if (rank == 0) check(seq, false);
+    if (rank == 0 && !g_local.empty()) {
       for (std::uint64_t k = 1; k <= seq; ++k) {
-        const bool kept = k + 2 > seq;
-        const std::string snap = dir + "/" + snap_name(k);
-        if (kept ? exists(snap + "/MANIFEST") : !exists(snap)) continue;
-        std::fprintf(stderr, "after snapshot %llu: %s %s\n", (unsigned long long)seq, snap.c_str(),
-                     kept ? "has no manifest" : "is still there");
+        if (local_parts(k) == (k == seq ? size : 0)) continue;
+        std::fprintf(stderr, "after snapshot %llu: %d parts of snapshot %llu in the local levels\n",
+                     (unsigned long long)seq, local_parts(k), (unsigned long long)k);
         good = false;
-      }
-      if (!g_local.empty()) {
-        for (std::uint64_t k = 1; k <= seq; ++k) {
-          if (local_parts(k) == (k == seq ? size : 0)) continue;
-          std::fprintf(stderr, "after snapshot %llu: %d parts of snapshot %llu in the local levels\n",
-                       (unsigned long long)seq, local_parts(k), (unsigned long long)k);
-          good = false;
-        }
       }
     }
   }
   MPI_Barrier(MPI_COMM_WORLD);
-  return ok(store_finalize(&s), "store_finalize", rank) && good;
+  good = ok(store_finalize(&s), "store_finalize", rank) && good;
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (rank == 0) check(seq, true);
+  return good;
 }
 
 bool errors_phase(const std::string &dir, int rank) {

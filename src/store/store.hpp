@@ -192,8 +192,11 @@ private:
   TxValues tx_values_;
   store_recovery_t last_recovery_{};
   std::unique_ptr<SnapshotInFlight> snapshot_;
+  // Removes this process's share of the parts of the snapshots the last one dropped; joined by
+  // the next snapshot and by end_snapshot.
+  std::thread dropper_;
   // Waits for the thread of a snapshot in flight and abandons the snapshot (it never gets a
-  // manifest): store_recover and store_finalize.
+  // manifest), and for the dropper: store_recover and store_finalize.
   void end_snapshot();
   // Two levels: store_snapshot_flush_wait's work, which store_snapshot, store_snapshot_start,
   // store_restore_lost and store_finalize do first. Collective.
