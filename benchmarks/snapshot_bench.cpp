@@ -238,6 +238,8 @@ int main(int argc, char **argv) {
       const std::size_t mine = file_size(o.dir + part);
       MPI_Allreduce(&mine, &most, 1, MPI_UNSIGNED_LONG, MPI_MAX, MPI_COMM_WORLD);
       one_level.push_back(snap);
+      // The snapshots this one dropped are removed in the background: not during the raw write.
+      check(store_snapshot_flush_wait(s, nullptr), "store_snapshot_flush_wait");
       const double raw = timed([&] { raw_write(raw_path(rep), most); });
       ::unlink(raw_path(rep - 1).c_str());
       if (rank == 0) {

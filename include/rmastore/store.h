@@ -268,9 +268,10 @@ typedef struct store_config {
    *  of each process copies its part to snapshot_dir in the background (the flush); the
    *  snapshot can be restored only once its flush is complete (store_snapshot_flush_wait).
    *  "%h" is replaced by the host's name, so that simulated hosts, or a shared path, get a
-   *  directory per node. It must exist. Each process keeps its part of the newest flushed
-   *  snapshot there and removes older ones. NULL (default): one level, snapshot_dir. The same
-   *  string on every process; needs snapshot_dir. */
+   *  directory per node. It must exist, and must be neither snapshot_dir nor another store's
+   *  local level. Each process keeps its part of the newest flushed snapshot there and removes
+   *  older ones. NULL (default): one level, snapshot_dir. The same string on every process;
+   *  needs snapshot_dir (STORE_ERR_ARG otherwise, or if the two strings are equal). */
   const char *snapshot_local_dir;
 } store_config_t;
 
@@ -575,22 +576,25 @@ store_status_t store_snapshot_wait(store_t store) RMASTORE_NAME(store_snapshot_w
 /**
  * With snapshot_local_dir (two levels): store_snapshot and store_snapshot_wait return once every
  * part is durable in the local level, and the snapshot is not yet in snapshot_dir: a thread of
- * each process copies its part there (a temporary name, fsync, rename), and the process that
- * sees the last part arrive writes the manifest. A whole job killed before then restarts from
- * the previous complete snapshot; a flush that completed needs no further call.
+ * each process copies its part there (a temporary name, fsync, rename), and rank 0's thread
+ * writes the manifest once it sees every part. A whole job killed before then restarts from the
+ * previous complete snapshot; a flush that completes needs no further call.
  *
  * store_snapshot_flush_wait waits until the flush in flight, if any, is complete, and sets
  * *snapshot (may be NULL) to the newest snapshot this store completed in snapshot_dir (0: none).
- * Collective, with the same status on every process. The next store_snapshot or
- * store_snapshot_start, store_restore_lost and store_finalize wait for the flush the same way
- * first; store_recover abandons it (it completes only if every part had arrived).
+ * With one level it returns at once, once this process has removed its share of the files of the
+ * snapshots the last one dropped (snapshot_keep). Collective, with the same status on every
+ * process. The next store_snapshot or store_snapshot_start, and store_restore_lost, wait for the
+ * flush the same way first. store_finalize lets it end without a collective: the snapshot is
+ * complete if rank 0 then sees every part. store_recover abandons it (complete only if every part
+ * had arrived).
  *
  * STORE_ERR_IO: a process could not copy its part (that process prints why on standard error);
- * the snapshot is not in snapshot_dir, is never loaded, and stays whole in the local level.
- * The next store_snapshot or store_snapshot_start returns this status in its place, without
- * taking a snapshot; store_finalize prints it and finalizes. STORE_ERR_PROC_FAILED: a process
- * failed. With one level, or no snapshot taken: returns at once (STORE_ERR_ARG without
- * snapshot_dir).
+ * the snapshot is not complete in snapshot_dir and stays in the local level (only if the final
+ * sync of the directory failed after every part was in place may it be complete). The next
+ * store_snapshot or store_snapshot_start returns this status in its place, without taking a
+ * snapshot; store_restore_lost and store_finalize go on (the failing process prints why).
+ * STORE_ERR_PROC_FAILED: a process failed. STORE_ERR_ARG: no snapshot_dir.
  */
 store_status_t store_snapshot_flush_wait(store_t store, uint64_t *snapshot) RMASTORE_NAME(store_snapshot_flush_wait);
 
@@ -746,7 +750,8 @@ typedef struct store_info {
    *  full number of copies (0 when it is idle), slots it repaired and bytes it wrote doing so,
    *  since store_init or the last successful store_recover. */
   uint64_t repair_backlog, repaired_slots, repaired_bytes;
-  /** The durable tier: the number of the last snapshot this store completed (0: none); the
+  /** The durable tier: the number of the last snapshot this store took (0: none; with two
+   *  levels, in the local level: flushed_snapshot says when it is in snapshot_dir); the
    *  snapshot store_init loaded (0: none, or no restore) and the values this process put back
    *  from it; and the newer snapshots store_init skipped because they were incomplete or damaged
    *  (the reasons are printed on standard error). */

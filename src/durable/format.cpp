@@ -381,7 +381,8 @@ std::string expand_host(const std::string &dir) {
   return out;
 }
 
-void stage_part(const std::string &from, const std::string &to, std::uint64_t seq, std::size_t index) {
+void stage_part(const std::string &from, const std::string &to, std::uint64_t seq, std::size_t index,
+                const std::atomic<bool> *stop) {
   const std::string src = part_path(from, seq, index), tmp = part_path(to, seq, index) + ".tmp";
   const int in = ::open(src.c_str(), O_RDONLY | O_CLOEXEC);
   if (in < 0) io_error("cannot open", src, errno);
@@ -398,6 +399,7 @@ void stage_part(const std::string &from, const std::string &to, std::uint64_t se
       if (n < 0 && errno == EINTR) continue;
       if (n < 0) io_error("cannot read", src, errno);
       if (n == 0) break;
+      if (stop->load()) throw StoreError(STORE_ERR_IO, tmp + ": the flush was abandoned");
       write_all(out, buf.data(), static_cast<std::size_t>(n), tmp);
     }
     if (::fsync(out) != 0) io_error("cannot sync", tmp, errno);

@@ -10,6 +10,7 @@
 // and a checksum of all of it.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -95,7 +96,9 @@ std::string expand_host(const std::string &dir);
 // Copies part `index` of snapshot `seq` from `from` to `to`, whose snapshot directory must
 // exist, under a temporary name, synced; publish_part then renames it and syncs the directory,
 // so that a part under its own name in `to` is whole and durable.
-void stage_part(const std::string &from, const std::string &to, std::uint64_t seq, std::size_t index);
+// Throws STORE_ERR_IO as soon as *stop is set (an abandoned flush).
+void stage_part(const std::string &from, const std::string &to, std::uint64_t seq, std::size_t index,
+                const std::atomic<bool> *stop);
 void publish_part(const std::string &to, std::uint64_t seq, std::size_t index);
 bool part_exists(const std::string &dir, std::uint64_t seq, std::size_t index);
 // Removes part `index` of snapshot `seq`, and the snapshot's directory if that leaves it empty

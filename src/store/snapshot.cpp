@@ -125,38 +125,44 @@ void drop_parts(const std::string &dir, int keep, const Store::Complete &before,
 
 // The flush of two levels, in a thread of each process: copies this process's part from the
 // local level to `dir`. Rank 0's thread then waits until every part is there and writes the
-// manifest; the last part arrives on its own, so a flush completes without another call.
+// manifest, so a flush completes without another call. It stops waiting when told that every
+// copy succeeded (the parts are in place, seen or not) or to stop (it then looks once more).
 void flush(Store::FlushInFlight &fl, const std::string &dir, const std::string &local, std::size_t rank, int keep) {
-  fl.status = attempt(
-      [&] {
-        durable::make_snapshot_dir(dir, fl.seq);
-        durable::stage_part(local, dir, fl.seq, rank);
-        // Tests stretch the flush, to kill a job inside it.
-        RMASTORE_FAULT_DELAY("snapshot.flushing");
-        durable::publish_part(dir, fl.seq, rank);
-      },
-      &fl.why);
+  try {
+    fl.status = attempt(
+        [&] {
+          durable::make_snapshot_dir(dir, fl.seq);
+          durable::stage_part(local, dir, fl.seq, rank, &fl.stop);
+          // Tests stretch the flush, to kill a job inside it.
+          RMASTORE_FAULT_DELAY("snapshot.flushing");
+          durable::publish_part(dir, fl.seq, rank);
+        },
+        &fl.why);
+  } catch (...) {
+    fl.status = STORE_ERR_INTERNAL;
+    fl.why = "the flush's copy failed unexpectedly";
+  }
   fl.copied.store(true);
   fl.copied.notify_all();
-  if (fl.status != STORE_OK) return;
-  // The local level keeps this process's part of the newest flushed snapshot only.
-  try {
-    for (std::uint64_t s : durable::list_snapshots(local))
-      if (s < fl.seq) durable::remove_part(local, s, rank);
-  } catch (const StoreError &) {
-  }
-  if (!fl.manifest) return;
+  if (fl.status != STORE_OK || !fl.manifest) return;
+  auto pause = std::chrono::milliseconds(1);
   for (std::size_t i = 0; i < fl.manifest->parts.size();) {
-    if (durable::part_exists(dir, fl.seq, i)) {
+    if (fl.all_copied.load() || durable::part_exists(dir, fl.seq, i)) {
       ++i;
     } else if (fl.stop.load()) {
       return;
     } else {
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      std::this_thread::sleep_for(pause);
+      pause = std::min(pause * 2, std::chrono::milliseconds(100));
     }
   }
   // In the background, rank 0 can remove the dropped snapshots whole.
-  fl.manifest_status = attempt([&] { complete(dir, *fl.manifest, keep, fl.before, true); }, &fl.manifest_why);
+  try {
+    fl.manifest_status = attempt([&] { complete(dir, *fl.manifest, keep, fl.before, true); }, &fl.manifest_why);
+  } catch (...) {
+    fl.manifest_status = STORE_ERR_INTERNAL;
+    fl.manifest_why = "writing the manifest failed unexpectedly";
+  }
 }
 
 } // namespace
@@ -281,7 +287,7 @@ std::uint64_t Store::snapshot_start(bool background) {
   }
   settle(comm, st, why, what);
   if (background) {
-    f->writer = std::thread([f, part_dir, rank] {
+    const auto write = [f, part_dir, rank] {
       f->status = attempt(
           [&] {
             write_part(*f, part_dir, rank, [&](durable::PartWriter &part) {
@@ -293,7 +299,12 @@ std::uint64_t Store::snapshot_start(bool background) {
             });
           },
           &f->why);
-    });
+    };
+    try {
+      f->writer = std::thread(write);
+    } catch (const std::system_error &) {
+      write(); // every process must still reach store_snapshot_wait with a snapshot in flight
+    }
   }
   snapshot_ = std::move(flight);
   return seq;
@@ -329,6 +340,8 @@ void Store::snapshot_wait() {
   for (std::size_t i = 0; i < lines.size(); i += 3)
     m.parts.push_back(durable::PartSummary{lines[i], lines[i + 1], lines[i + 2]});
   if (!local_dir_.empty()) {
+    // Every process's part is in its local level: the same answer everywhere before the flush.
+    settle(comm, STORE_OK, "", "store_snapshot_wait");
     auto fl = std::make_unique<FlushInFlight>();
     fl->seq = f->seq;
     if (c.rt.rank == 0) {
@@ -336,8 +349,16 @@ void Store::snapshot_wait() {
       fl->before = std::move(f->before);
     }
     FlushInFlight *p = fl.get();
-    fl->thread = std::thread([p, dir, local = local_dir_, rank = static_cast<std::size_t>(c.rt.rank),
-                              keep = c.config.snapshot_keep] { flush(*p, dir, local, rank, keep); });
+    try {
+      fl->thread = std::thread([p, dir, local = local_dir_, rank = static_cast<std::size_t>(c.rt.rank),
+                                keep = c.config.snapshot_keep] { flush(*p, dir, local, rank, keep); });
+    } catch (const std::system_error &e) {
+      // Every process must still meet the others in finish_flush: this one reports the failure
+      // there.
+      fl->status = STORE_ERR_IO;
+      fl->why = std::string("cannot start the flush's thread: ") + e.what();
+      fl->copied.store(true);
+    }
     flush_ = std::move(fl);
     last_snapshot_ = f->seq;
     return;
@@ -355,8 +376,12 @@ void Store::snapshot_wait() {
   // Removing the dropped parts took as long as writing a tenth of the new ones (ext4 freeing
   // 64 MiB: 25-55 ms), and the caller need not wait for it.
   const auto drop = [dir, keep = c.config.snapshot_keep, before = std::move(f->before),
-                     rank = static_cast<std::size_t>(c.rt.rank),
-                     size = static_cast<std::size_t>(c.rt.size)] { drop_parts(dir, keep, before, rank, size); };
+                     rank = static_cast<std::size_t>(c.rt.rank), size = static_cast<std::size_t>(c.rt.size)] {
+    try {
+      drop_parts(dir, keep, before, rank, size);
+    } catch (...) { // a failed removal only leaves files behind
+    }
+  };
   try {
     dropper_ = std::thread(drop);
   } catch (const std::system_error &) {
@@ -378,14 +403,42 @@ void Store::finish_flush() {
     }
   } join{*fl};
   fl->copied.wait(false);
-  const std::string dir = core_->config.snapshot_dir;
+  const std::string &dir = core_->config.snapshot_dir;
   const std::string head = "the flush of snapshot " + std::to_string(fl->seq) + " to " + dir;
   settle(core_->rt.comm, fl->status, fl->why, head.c_str());
-  // Every part is in place: rank 0's thread writes the manifest and ends.
-  fl->thread.join();
-  std::string why = fl->manifest_why;
-  settle(core_->rt.comm, fl->manifest ? fl->manifest_status : STORE_OK, why, head.c_str());
+  // Every part is in place: rank 0's thread writes the manifest, without waiting to see them.
+  fl->all_copied.store(true);
+  if (fl->thread.joinable()) fl->thread.join();
+  settle(core_->rt.comm, fl->manifest ? fl->manifest_status : STORE_OK, fl->manifest_why, head.c_str());
   flushed_snapshot_ = fl->seq;
+  drop_local_parts(fl->seq);
+}
+
+void Store::drop_local_parts(std::uint64_t seq) {
+  try {
+    for (std::uint64_t s : durable::list_snapshots(local_dir_))
+      if (s < seq) durable::remove_part(local_dir_, s, static_cast<std::size_t>(core_->rt.rank));
+  } catch (const StoreError &) {
+  } catch (const std::bad_alloc &) {
+  }
+}
+
+void Store::close_flush(bool everyone_copied) {
+  if (!flush_) return;
+  const std::unique_ptr<FlushInFlight> fl = std::move(flush_);
+  // Rank 0's thread looks once more for every part, and writes the manifest if it finds them.
+  fl->stop.store(true);
+  if (fl->thread.joinable()) fl->thread.join();
+  const std::string head =
+      "rmastore: snapshot " + std::to_string(fl->seq) + " is not complete in " + core_->config.snapshot_dir + ": ";
+  if (fl->status != STORE_OK) std::fprintf(stderr, "%s%s\n", head.c_str(), fl->why.c_str());
+  if (!everyone_copied || fl->status != STORE_OK) return;
+  if (fl->manifest && fl->manifest_status != STORE_OK) {
+    std::fprintf(stderr, "%s%s\n", head.c_str(),
+                 fl->manifest_status == STORE_ERR_IO ? fl->manifest_why.c_str() : "a part is missing");
+  } else {
+    drop_local_parts(fl->seq);
+  }
 }
 
 void Store::abandon_flush() {
@@ -399,6 +452,7 @@ std::uint64_t Store::flush_wait() {
   require_healthy();
   if (core_->config.snapshot_dir.empty())
     throw StoreError(STORE_ERR_ARG, "no snapshot_dir in the store's configuration");
+  if (dropper_.joinable()) dropper_.join();
   finish_flush();
   return flushed_snapshot_;
 }
@@ -502,7 +556,12 @@ std::uint64_t Store::restore() {
 std::uint64_t Store::restore_lost(std::vector<std::uint64_t> *back) {
   constexpr const char *kWhat = "store_restore_lost";
   require_ready_for_durable(kWhat);
-  finish_flush();
+  // A flush that failed was said on standard error; the keys come from the snapshot before it.
+  try {
+    finish_flush();
+  } catch (const StoreError &e) {
+    if (e.status() != STORE_ERR_IO) throw;
+  }
   Core &c = *core_;
   MPI_Comm comm = c.rt.comm;
   back->clear();

@@ -87,7 +87,7 @@ std::unique_ptr<Store> Store::create(MPI_Comm comm, const Config &cfg, store_sta
         cfg.recovery > STORE_RECOVERY_LOCALIZED ||
         (cfg.recovery == STORE_RECOVERY_LOCALIZED && cfg.detector == STORE_DETECTOR_OFF) || cfg.snapshot_keep < 1 ||
         (cfg.restore && cfg.snapshot_dir.empty()) || !durable::valid_name(cfg.snapshot_name) ||
-        (!cfg.snapshot_local_dir.empty() && cfg.snapshot_dir.empty())) {
+        (!cfg.snapshot_local_dir.empty() && (cfg.snapshot_dir.empty() || cfg.snapshot_local_dir == cfg.snapshot_dir))) {
       local = STORE_ERR_ARG;
     }
     if (local == STORE_OK) local = local_error;
@@ -228,13 +228,10 @@ void Store::finalize() {
   try {
     require_healthy();
     core_->app.drain();
-    // A flush that failed was said on standard error by the process it failed on; the job's end
-    // still finalizes.
-    try {
-      finish_flush();
-    } catch (const StoreError &e) {
-      if (e.status() != STORE_ERR_IO) throw;
-    }
+    // The flush ends after the barrier, with no collective of its own (close_flush): one that
+    // a process died in must not fail the finalize of the localized variant, which needs no
+    // store_recover.
+    if (flush_) flush_->copied.wait(false);
     RMASTORE_FAULT_POINT("finalize.before_barrier");
     failed = variant_->finalize_barrier();
   } catch (...) {
@@ -246,6 +243,7 @@ void Store::finalize() {
     stop_threads();
     throw;
   }
+  close_flush(!failed);
   stop_threads();
   Runtime &rt = core_->rt;
   if (failed) {

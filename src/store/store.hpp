@@ -133,8 +133,9 @@ public:
   struct FlushInFlight {
     std::uint64_t seq = 0;
     std::thread thread;
-    std::atomic<bool> copied{false}; // this process's copy ended: status and why are set
-    std::atomic<bool> stop{false};   // rank 0: stop waiting for the others' parts
+    std::atomic<bool> copied{false};     // this process's copy ended: status and why are set
+    std::atomic<bool> stop{false};       // stop copying, or (rank 0) waiting for the others' parts
+    std::atomic<bool> all_copied{false}; // every process's copy succeeded: its part is in place
     store_status_t status = STORE_OK;
     std::string why;
     // Rank 0 only: the manifest to write, and whether the thread wrote it (read after joining).
@@ -198,11 +199,17 @@ private:
   // Waits for the thread of a snapshot in flight and abandons the snapshot (it never gets a
   // manifest), and for the dropper: store_recover and store_finalize.
   void end_snapshot();
-  // Two levels: store_snapshot_flush_wait's work, which store_snapshot, store_snapshot_start,
-  // store_restore_lost and store_finalize do first. Collective.
+  // Two levels: store_snapshot_flush_wait's work, which store_snapshot, store_snapshot_start and
+  // store_restore_lost do first. Collective.
   void finish_flush();
   // Stops the flush's thread and forgets it (store_recover, errors): local.
   void abandon_flush();
+  // store_finalize's end of the flush, after its barrier (`everyone_copied`: no failure there),
+  // with no collective: rank 0 writes the manifest if it sees every part, and a process whose
+  // copy failed says so on standard error. Local.
+  void close_flush(bool everyone_copied);
+  // Removes this process's parts older than `seq` from the local level.
+  void drop_local_parts(std::uint64_t seq);
   std::string local_dir_; // snapshot_local_dir, "%h" replaced; empty: one level
   std::unique_ptr<FlushInFlight> flush_;
   std::uint64_t last_snapshot_ = 0, flushed_snapshot_ = 0, restored_snapshot_ = 0, restored_keys_ = 0;
