@@ -116,3 +116,8 @@ snapshot_kill_test(localized_flush_larger 3 5 flush 0
 rmastore_add_mpi_test(test_restore_lost SOURCES test_restore_lost.cpp NP 5 KILLED 2 TIMEOUT 90 LABELS ulfm snapshot)
 rmastore_add_mpi_test(test_restore_lost NAME test_restore_lost_localized NP 5 KILLED 2 TIMEOUT 90
                       LABELS ulfm snapshot localized ENV RMASTORE_TEST_RECOVERY=localized)
+# The same with two levels (the snapshot flushed from a local level before the deaths).
+rmastore_add_mpi_test(test_restore_lost NAME test_restore_lost_two_levels NP 5 KILLED 2 TIMEOUT 90
+                      LABELS ulfm snapshot ENV RMASTORE_TEST_SNAPSHOT_LOCAL=1)
+rmastore_add_mpi_test(test_restore_lost NAME test_restore_lost_two_levels_localized NP 5 KILLED 2 TIMEOUT 90
+                      LABELS ulfm snapshot localized ENV RMASTORE_TEST_SNAPSHOT_LOCAL=1 RMASTORE_TEST_RECOVERY=localized)

@@ -76,6 +76,14 @@ int main(int argc, char **argv) {
   cfg.replicas = 2;
   cfg.recovery = test_recovery();
   cfg.snapshot_dir = dir;
+  // RMASTORE_TEST_SNAPSHOT_LOCAL: two levels, the local one in DIR/local. The restore then reads
+  // the dead processes' parts there too (one host), after the flush store_restore_lost waits for.
+  const std::string local = std::string(dir) + "/local";
+  if (std::getenv("RMASTORE_TEST_SNAPSHOT_LOCAL") != nullptr) {
+    if (rank == 0) CHECK(::mkdir(local.c_str(), 0755) == 0, "mkdir %s", local.c_str());
+    MPI_Barrier(MPI_COMM_WORLD);
+    cfg.snapshot_local_dir = local.c_str();
+  }
   store_t s = nullptr;
   CHECK(store_init(MPI_COMM_WORLD, &cfg, &s) == STORE_OK, "store_init");
   if (s == nullptr) {
@@ -98,6 +106,14 @@ int main(int argc, char **argv) {
   std::uint64_t from = 99;
   CHECK(store_restore_lost(s, &from, nullptr, 0, &count) == STORE_OK && count == 0 && from == 0,
         "store_restore_lost with nothing lost: %zu keys from snapshot %llu", count, (unsigned long long)from);
+  if (cfg.snapshot_local_dir != nullptr) {
+    // That call waited for the flush: the snapshot is in both levels.
+    struct stat st {};
+    const std::string part = local + "/snap-0000000001/part-" + std::to_string(rank);
+    CHECK(::stat(part.c_str(), &st) == 0, "%s is missing", part.c_str());
+    const std::string manifest = std::string(dir) + "/snap-0000000001/MANIFEST";
+    CHECK(::stat(manifest.c_str(), &st) == 0, "%s is missing", manifest.c_str());
+  }
   for (store_key_t k = 1; k <= kAll; ++k) {
     if (!mine(k)) continue;
     const std::uint64_t v = before_failure(k);
