@@ -339,7 +339,8 @@ void Engine::write_many(Agent &a, std::vector<WriteJob> &jobs, OnFailure on_fail
   }
 }
 
-std::size_t Engine::start_read(RequestSet &rs, const Copy &hc, SlotHeader *h, void *buf, std::size_t capacity) {
+std::size_t Engine::start_read(RequestSet &rs, const Copy &hc, SlotHeader *h, void *buf, std::size_t capacity,
+                               std::byte *scratch) {
   const MPI_Aint header_at = static_cast<MPI_Aint>(hc.address);
   // An in-place value is fetched with its header in one round trip (guessing its length from
   // the last read); a double-buffered one must be read after its header, which says where.
@@ -348,9 +349,21 @@ std::size_t Engine::start_read(RequestSet &rs, const Copy &hc, SlotHeader *h, vo
     fetch = std::min<std::size_t>({capacity, static_cast<std::size_t>(hc.capacity),
                                    std::max<std::size_t>(hc.length_hint, kFirstReadBytes), kInPlaceLimit});
   }
+  if (fetch > 0 && scratch != nullptr) {
+    // Header and value lie side by side: one get instead of two (each a system call over shared
+    // memory, which this machine makes expensive). unpack_read copies them out.
+    rs.get(*rt_.window, hc.holder, header_at, scratch, kHeaderBytes + fetch);
+    return fetch;
+  }
   rs.get(*rt_.window, hc.holder, header_at, h, sizeof *h);
   if (fetch > 0) rs.get(*rt_.window, hc.holder, header_at + static_cast<MPI_Aint>(kHeaderBytes), buf, fetch);
   return fetch;
+}
+
+void Engine::unpack_read(const std::byte *scratch, std::size_t fetch, SlotHeader *h, void *buf) {
+  if (fetch == 0) return;
+  std::memcpy(h, scratch, kHeaderBytes);
+  std::memcpy(buf, scratch + kHeaderBytes, fetch);
 }
 
 ReadResult Engine::finish_read(Agent &a, const SlotId &id, const Copy &hc, const SlotHeader &h, std::size_t fetch,
@@ -399,12 +412,14 @@ ReadResult Engine::read_remote(Agent &a, const SlotId &id, const Copy &hc, void 
                                std::size_t *len) {
   SlotHeader h;
   std::size_t fetch = 0;
+  alignas(64) std::byte scratch[kHeaderBytes + kInPlaceLimit];
   {
     RequestSet rs(&a);
     ping({hc});
-    fetch = start_read(rs, hc, &h, buf, capacity);
+    fetch = start_read(rs, hc, &h, buf, capacity, scratch);
     rs.wait_all();
   }
+  unpack_read(scratch, fetch, &h, buf);
   return finish_read(a, id, hc, h, fetch, buf, capacity, len);
 }
 
@@ -454,7 +469,7 @@ void Engine::read_many(Agent &a, std::vector<ReadJob> &jobs) {
     for (std::size_t j = 0; j < jobs.size(); ++j) {
       if (jobs[j].holder == rt_.rank || !where[j].can_read) continue;
       ping({where[j]});
-      fetched[j] = start_read(rs, where[j], &headers[j], jobs[j].buf, jobs[j].capacity);
+      fetched[j] = start_read(rs, where[j], &headers[j], jobs[j].buf, jobs[j].capacity, nullptr);
       started[j] = true;
     }
     rs.wait_all();

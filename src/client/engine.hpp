@@ -95,7 +95,11 @@ private:
   // A remote read in two steps: the first fetch (the header, and as much of an in-place value as
   // the last read suggests and `capacity` allows) issued into `rs`; then, once it completed, the
   // checks and whatever else the copy needs. Returns the bytes of value the first fetch asks for.
-  std::size_t start_read(RequestSet &rs, const Copy &copy, SlotHeader *h, void *buf, std::size_t capacity);
+  // With `scratch` (kHeaderBytes + kInPlaceLimit bytes), header and value come in one get into
+  // it, which unpack_read then copies to *h and buf; without, in two gets straight to them.
+  std::size_t start_read(RequestSet &rs, const Copy &copy, SlotHeader *h, void *buf, std::size_t capacity,
+                         std::byte *scratch);
+  static void unpack_read(const std::byte *scratch, std::size_t fetch, SlotHeader *h, void *buf);
   ReadResult finish_read(Agent &a, const SlotId &id, const Copy &copy, const SlotHeader &h, std::size_t fetched,
                          void *buf, std::size_t capacity, std::size_t *len);
 
