@@ -150,6 +150,7 @@ void flush(Store::FlushInFlight &fl, const std::string &dir, const std::string &
     if (fl.all_copied.load() || durable::part_exists(dir, fl.seq, i)) {
       ++i;
     } else if (fl.stop.load()) {
+      fl.manifest_why = durable::part_path(dir, fl.seq, i) + " is not there";
       return;
     } else {
       std::this_thread::sleep_for(pause);
@@ -340,7 +341,7 @@ void Store::snapshot_wait() {
   for (std::size_t i = 0; i < lines.size(); i += 3)
     m.parts.push_back(durable::PartSummary{lines[i], lines[i + 1], lines[i + 2]});
   if (!local_dir_.empty()) {
-    // Every process's part is in its local level: the same answer everywhere before the flush.
+    // No flush starts unless every process got here: a failure is PROC_FAILED everywhere.
     settle(comm, STORE_OK, "", "store_snapshot_wait");
     auto fl = std::make_unique<FlushInFlight>();
     fl->seq = f->seq;
@@ -429,15 +430,15 @@ void Store::close_flush(bool everyone_copied) {
   // Rank 0's thread looks once more for every part, and writes the manifest if it finds them.
   fl->stop.store(true);
   if (fl->thread.joinable()) fl->thread.join();
+  // Said by the process whose copy failed, and by rank 0 if it wrote no manifest. Local parts
+  // stay: only rank 0 knows whether the snapshot is complete (a restart reads them if it is).
   const std::string head =
       "rmastore: snapshot " + std::to_string(fl->seq) + " is not complete in " + core_->config.snapshot_dir + ": ";
-  if (fl->status != STORE_OK) std::fprintf(stderr, "%s%s\n", head.c_str(), fl->why.c_str());
-  if (!everyone_copied || fl->status != STORE_OK) return;
-  if (fl->manifest && fl->manifest_status != STORE_OK) {
+  if (fl->status != STORE_OK) {
+    std::fprintf(stderr, "%s%s\n", head.c_str(), fl->why.c_str());
+  } else if (fl->manifest && fl->manifest_status != STORE_OK) {
     std::fprintf(stderr, "%s%s\n", head.c_str(),
-                 fl->manifest_status == STORE_ERR_IO ? fl->manifest_why.c_str() : "a part is missing");
-  } else {
-    drop_local_parts(fl->seq);
+                 everyone_copied ? fl->manifest_why.c_str() : "a process failed before every part arrived");
   }
 }
 

@@ -204,9 +204,9 @@ private:
   void finish_flush();
   // Stops the flush's thread and forgets it (store_recover, errors): local.
   void abandon_flush();
-  // store_finalize's end of the flush, after its barrier (`everyone_copied`: no failure there),
-  // with no collective: rank 0 writes the manifest if it sees every part, and a process whose
-  // copy failed says so on standard error. Local.
+  // store_finalize's end of the flush, after its barrier (`everyone_copied`: no failure seen
+  // there), with no collective: rank 0 writes the manifest if it sees every part, and a process
+  // whose copy failed, or rank 0 if it wrote none, says so on standard error. Local.
   void close_flush(bool everyone_copied);
   // Removes this process's parts older than `seq` from the local level.
   void drop_local_parts(std::uint64_t seq);
