@@ -538,6 +538,13 @@ bool errors_phase(const std::string &dir, int rank) {
     std::fprintf(stderr, "rank %d: %s: %s, expected %s\n", rank, what, store_strerror(got), store_strerror(want));
     good = false;
   };
+  // Key 7 still holds `v` (put before a snapshot that failed, or restored).
+  const auto holds = [&](store_t s, const std::vector<std::byte> &v, const char *what) {
+    std::vector<std::byte> back(200);
+    std::size_t len = 0;
+    expect(store_get(s, 7, back.data(), back.size(), &len), STORE_OK, what);
+    if (len != v.size() || std::memcmp(back.data(), v.data(), len) != 0) good = false;
+  };
   // No snapshot_dir: store_snapshot refuses, and a restore needs one.
   {
     store_config_t cfg = config("", false);
@@ -574,10 +581,7 @@ bool errors_phase(const std::string &dir, int rank) {
                    (unsigned long long)flushed);
       good = false;
     }
-    std::vector<std::byte> back(200);
-    std::size_t len = 0;
-    expect(store_get(s, 7, back.data(), back.size(), &len), STORE_OK, "store_get after the failed snapshot");
-    if (len != v.size() || std::memcmp(back.data(), v.data(), len) != 0) good = false;
+    holds(s, v, "store_get after the failed snapshot");
     expect(store_finalize(&s), STORE_OK, "store_finalize");
     cfg.snapshot_local_dir = mine.c_str();
     expect(store_init(MPI_COMM_WORLD, &cfg, &s), STORE_ERR_CONFIG_MISMATCH, "store_init with local levels that differ");
@@ -594,10 +598,7 @@ bool errors_phase(const std::string &dir, int rank) {
     if (rank == 0) expect(store_put(s, 7, v.data(), v.size()), STORE_OK, "store_put");
     MPI_Barrier(MPI_COMM_WORLD);
     expect(store_snapshot(s, nullptr), STORE_ERR_IO, "store_snapshot into a missing directory");
-    std::vector<std::byte> back(200);
-    std::size_t len = 0;
-    expect(store_get(s, 7, back.data(), back.size(), &len), STORE_OK, "store_get after the failed snapshot");
-    if (len != v.size() || std::memcmp(back.data(), v.data(), len) != 0) good = false;
+    holds(s, v, "store_get after the failed snapshot");
     expect(store_finalize(&s), STORE_OK, "store_finalize");
     store_config_t r = config(missing, true);
     expect(store_init(MPI_COMM_WORLD, &r, &s), STORE_ERR_IO, "store_init restoring from a missing directory");
@@ -653,10 +654,7 @@ bool errors_phase(const std::string &dir, int rank) {
                    (unsigned long long)info.restored_snapshot, (unsigned long long)seq);
       good = false;
     }
-    std::vector<std::byte> back(200);
-    std::size_t len = 0;
-    expect(store_get(s, 7, back.data(), back.size(), &len), STORE_OK, "store_get of alpha's key");
-    if (len != v.size() || std::memcmp(back.data(), v.data(), len) != 0) good = false;
+    holds(s, v, "store_get of alpha's key");
     expect(store_finalize(&s), STORE_OK, "store_finalize");
   }
   // A snapshot of a newer format.

@@ -396,13 +396,10 @@ void Store::finish_flush() {
   if (!flush_) return;
   const std::unique_ptr<FlushInFlight> fl = std::move(flush_);
   // Whatever happens, the thread ends before the flush is forgotten.
-  struct Join {
+  struct End {
     FlushInFlight &fl;
-    ~Join() {
-      fl.stop.store(true);
-      if (fl.thread.joinable()) fl.thread.join();
-    }
-  } join{*fl};
+    ~End() { fl.end(); }
+  } end{*fl};
   fl->copied.wait(false);
   const std::string &dir = core_->config.snapshot_dir;
   const std::string head = "the flush of snapshot " + std::to_string(fl->seq) + " to " + dir;
@@ -428,8 +425,7 @@ void Store::close_flush(bool everyone_copied) {
   if (!flush_) return;
   const std::unique_ptr<FlushInFlight> fl = std::move(flush_);
   // Rank 0's thread looks once more for every part, and writes the manifest if it finds them.
-  fl->stop.store(true);
-  if (fl->thread.joinable()) fl->thread.join();
+  fl->end();
   // Said by the process whose copy failed, and by rank 0 if it wrote no manifest. Local parts
   // stay: only rank 0 knows whether the snapshot is complete (a restart reads them if it is).
   const std::string head =
@@ -444,8 +440,7 @@ void Store::close_flush(bool everyone_copied) {
 
 void Store::abandon_flush() {
   if (!flush_) return;
-  flush_->stop.store(true);
-  if (flush_->thread.joinable()) flush_->thread.join();
+  flush_->end();
   flush_.reset();
 }
 

@@ -143,6 +143,11 @@ public:
     Complete before;
     store_status_t manifest_status = STORE_ERR_IO;
     std::string manifest_why = "the flush was abandoned";
+    // Tells the thread to stop (rank 0's looks once more for every part first) and joins it.
+    void end() {
+      stop.store(true);
+      if (thread.joinable()) thread.join();
+    }
   };
 
 private:
