@@ -270,8 +270,9 @@ typedef struct store_config {
    *  "%h" is replaced by the host's name, so that simulated hosts, or a shared path, get a
    *  directory per node. It must exist, and must be neither snapshot_dir nor another store's
    *  local level. Each process keeps its part of the newest flushed snapshot there, and removes
-   *  older ones when a call waits for a newer flush (store_finalize does not). NULL (default): one level, snapshot_dir. The same string on every process;
-   *  needs snapshot_dir (STORE_ERR_ARG otherwise, or if the two strings are equal). */
+   *  older ones when a call waits for a newer flush (store_finalize does not). NULL (default):
+   *  one level, snapshot_dir. The same string on every process; needs snapshot_dir
+   *  (STORE_ERR_ARG otherwise, or if the two strings are equal). */
   const char *snapshot_local_dir;
 } store_config_t;
 
