@@ -133,6 +133,19 @@ struct RawWindow {
          "MPI_Put");
     ok(MPI_Win_flush_all(win), "MPI_Win_flush_all");
   }
+  // `count` puts of n bytes to each target, at successive offsets (wrapping around the window),
+  // completed by one flush: the raw counterpart of a pipelined batch.
+  void put_many(const std::vector<int> &targets, const void *buf, std::size_t n, int count) {
+    const std::size_t room = mem.size() - n + 1;
+    for (int i = 0; i < count; ++i) {
+      const std::size_t off = (static_cast<std::size_t>(i) * std::max<std::size_t>(n, 8)) % room;
+      for (int t : targets)
+        ok(MPI_Put(buf, static_cast<int>(n), MPI_BYTE, t,
+                   addr[static_cast<std::size_t>(t)] + static_cast<MPI_Aint>(off), static_cast<int>(n), MPI_BYTE, win),
+           "MPI_Put");
+    }
+    ok(MPI_Win_flush_all(win), "MPI_Win_flush_all");
+  }
   void get(int target, void *buf, std::size_t n) {
     ok(MPI_Get(buf, static_cast<int>(n), MPI_BYTE, target, addr[static_cast<std::size_t>(target)], static_cast<int>(n),
                MPI_BYTE, win),

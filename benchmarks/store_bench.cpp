@@ -24,7 +24,8 @@
 //
 // --detector: put/get (and cpu) rows for each failure detector; rows other than "off" also give
 //   their median as a ratio to the detection-off store measured in the same run (vs_off).
-// --op detectors: the three detectors' put latency, interleaved repetition by repetition.
+// --op detectors: the three detectors' put latency, interleaved repetition by repetition, in an
+//   order that rotates with each repetition.
 // --op variants: put latency of the global and the localized variant (slot locks), interleaved
 //   repetition by repetition, with the raw baseline.
 // --op pause (must come last, it kills a process; --recovery global or localized): survivors
@@ -727,14 +728,17 @@ int main(int argc, char **argv) {
         for (int pass = 0; pass < 2; ++pass) {
           for (auto &v : t) v.clear();
           for (int i = 0; i < reps; ++i) {
-            for (int d = 0; d < 3; ++d) {
+            // The order rotates: whoever goes first after the raw put finds the targets' caches
+            // and helpers in another state than whoever goes last.
+            for (int k = 0; k < 4; ++k) {
+              const int d = (i + k) % 4;
               const double t0 = now_us();
-              store_put(st[d], key, buf.data(), size);
+              if (d < 3)
+                store_put(st[d], key, buf.data(), size);
+              else
+                raw.put(targets, buf.data(), size);
               t[d].push_back(now_us() - t0);
             }
-            const double t0 = now_us();
-            raw.put(targets, buf.data(), size);
-            t[3].push_back(now_us() - t0);
           }
         }
       }
@@ -778,14 +782,16 @@ int main(int argc, char **argv) {
         for (int pass = 0; pass < 2; ++pass) {
           for (auto &v : t) v.clear();
           for (int i = 0; i < reps; ++i) {
-            for (int d = 0; d < 2; ++d) {
+            for (int k = 0; k < 3; ++k) { // rotating, as for the detectors
+              const int d = (i + k) % 3;
               const double t0 = now_us();
-              if (store_put(st[d], key, buf.data(), size) != STORE_OK) MPI_Abort(MPI_COMM_WORLD, 8);
+              if (d < 2) {
+                if (store_put(st[d], key, buf.data(), size) != STORE_OK) MPI_Abort(MPI_COMM_WORLD, 8);
+              } else {
+                raw.put(targets, buf.data(), size);
+              }
               t[d].push_back(now_us() - t0);
             }
-            const double t0 = now_us();
-            raw.put(targets, buf.data(), size);
-            t[2].push_back(now_us() - t0);
           }
         }
       }
