@@ -32,7 +32,8 @@
 //   put in a loop while the last rank dies, half of them to keys it held a copy of (affected),
 //   half to keys it did not (bystanders). Each reports its pause, the longest gap between two
 //   successful puts after the death, and first_put: from the death to the end of its first
-//   successful put begun after it (which may come before the death is noticed).
+//   successful put begun after it (which may come before the death is noticed). The excess is
+//   what the death added: each rank's pause less its own longest gap in the 1.5 s before it.
 // --op failure (must come last, it kills a process): every rank stores N MiB (values of 1 MiB),
 //   the last rank dies at a time all ranks agreed on, every survivor measures how long until a
 //   call reports the failure, then all recover. Reported with the goal 2 x (detection + shrink
@@ -532,7 +533,7 @@ void run_pause(const Options &opt, int rank, int np) {
   if (rank != 0) {
     MPI_Send(result, 4, MPI_DOUBLE, 0, 0, peers);
   } else {
-    std::vector<double> first_put[2], pause[2];
+    std::vector<double> first_put[2], pause[2], excess[2];
     double before = 0, puts = 0;
     for (int r = 0; r < victim; ++r) {
       double got[4];
@@ -543,6 +544,8 @@ void run_pause(const Options &opt, int rank, int np) {
       }
       first_put[r % 2].push_back(got[0] * 1e-3);
       pause[r % 2].push_back(got[1] * 1e-3);
+      // What the death added: the rank's longest gap after it over its own longest gap before.
+      excess[r % 2].push_back(std::max(0.0, got[1] - got[2]) * 1e-3);
       before = std::max(before, got[2] * 1e-3);
       puts += got[3];
     }
@@ -554,10 +557,11 @@ void run_pause(const Options &opt, int rank, int np) {
     for (int g = 0; g < 2; ++g) {
       std::sort(first_put[g].begin(), first_put[g].end());
       std::sort(pause[g].begin(), pause[g].end());
+      std::sort(excess[g].begin(), excess[g].end());
       std::printf(",\"%s\":{\"ranks\":%zu,\"first_put_ms_median\":%.2f,\"first_put_ms_max\":%.2f,"
-                  "\"pause_ms_median\":%.2f,\"pause_ms_max\":%.2f}",
+                  "\"pause_ms_median\":%.2f,\"pause_ms_max\":%.2f,\"excess_ms_median\":%.2f,\"excess_ms_max\":%.2f}",
                   names[g], first_put[g].size(), first_put[g][first_put[g].size() / 2], first_put[g].back(),
-                  pause[g][pause[g].size() / 2], pause[g].back());
+                  pause[g][pause[g].size() / 2], pause[g].back(), excess[g][excess[g].size() / 2], excess[g].back());
     }
     std::printf("}\n");
     std::fflush(stdout);
