@@ -203,9 +203,10 @@ typedef enum store_recovery_kind {
   /** No global stop. Every put takes a lock on each copy's slot (a word in window memory, set by
    *  the holder's threads), so puts to one key may overlap; a lock held by a failed process is
    *  broken by a repair that rolls the value back or forward. Puts and gets use the surviving
-   *  copies; the repair thread of each process re-creates lost copies in the background. A put
-   *  costs a lock round trip more than in the global variant (docs/benchmarks.md). Needs a
-   *  failure detector (not STORE_DETECTOR_OFF). */
+   *  copies; the repair thread of each process re-creates lost copies in the background. A
+   *  process's first put of a key costs a lock round trip more than in the global variant; it
+   *  keeps the locks, so its repeat puts are one-sided until another process locks the key
+   *  (docs/localized.md). Needs a failure detector (not STORE_DETECTOR_OFF). */
   STORE_RECOVERY_LOCALIZED = 1
 } store_recovery_kind_t;
 

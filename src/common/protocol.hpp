@@ -54,6 +54,9 @@ enum class MsgType : std::uint32_t {
   // app -> every helper: the keys in [key, version] this process keeps (a value, a lost marker or
   // a record), at most `length` of them, smallest first. Answered on kTagList.
   kList = 14,
+  // holder helper -> lock owner's helper: another locker waits for the lock `owner` holds on the
+  // slot; release it if it is only cached (locks.hpp). No reply.
+  kRevoke = 15,
 };
 
 enum class ReplyStatus : std::uint32_t { kOk = 0, kNotFound = 1, kNoMemory = 2, kError = 3, kBusy = 4 };

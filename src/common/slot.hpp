@@ -204,6 +204,11 @@ inline constexpr std::uint64_t lock_word(int id, std::uint32_t acquisition, int 
 inline constexpr int lock_word_id(std::uint64_t w) {
   return static_cast<int>((w >> 32) - 1);
 }
+// Whether the agent that took the lock may keep it after its operation: only the application
+// thread's puts do (variants/localized/locks.hpp); the repair thread's are agent 1.
+inline constexpr bool lock_word_cacheable(std::uint64_t w) {
+  return (w & 1) == 0;
+}
 
 // Checksum (XXH3, 64 bits) of the writer's part of the header, and of a checksummed copy (header
 // and value). The checksum field itself is not covered.

@@ -7,6 +7,23 @@
 
 namespace rmastore::internal {
 
+int cacher_of(std::uint64_t owner, const View &view, const Runtime &rt) {
+  if (owner == kOwnerFree || owner == kSlotRetired || !lock_word_cacheable(owner)) return -1;
+  const auto at = static_cast<std::size_t>(lock_word_id(owner));
+  const int rank = at < view.rank_of_id.size() ? view.rank_of_id[at] : -1;
+  if (rank < 0 || rank == rt.rank || rt.failures->dead(rank)) return -1;
+  return rank;
+}
+
+CtrlMsg revoke_msg(const SlotId &id, std::uint64_t owner) {
+  CtrlMsg m;
+  m.type = MsgType::kRevoke;
+  m.ns = static_cast<std::uint32_t>(id.ns);
+  m.key = id.key;
+  m.owner = owner;
+  return m;
+}
+
 bool LockServer::owner_dead(std::uint64_t owner, const View &view) const {
   if (owner == kOwnerFree || owner == kSlotRetired) return false;
   return view.id_gone(lock_word_id(owner), *rt_.failures);
@@ -88,12 +105,26 @@ std::optional<CtrlMsg> LockServer::serve_locked(const CtrlMsg &msg, int source, 
   // Only a repairer's request asks whether the owner died: a busy lock costs a put no view.
   if ((msg.flags & kLockRepair) != 0 && owner_dead(owner, *membership_.view()))
     return or_refusal(msg, [&] { return break_locked(id, *block, msg); });
-  if ((msg.flags & kLockTry) != 0) return reply_to(msg, ReplyStatus::kBusy);
+  // Only the helper thread sends; an inline requester asks the owner itself (the busy reply names
+  // it), and one that must wait comes back through the helper.
+  if (!inline_call) ask_back_locked(id, owner);
+  if ((msg.flags & kLockTry) != 0) {
+    CtrlMsg busy = reply_to(msg, ReplyStatus::kBusy);
+    busy.owner = owner;
+    return busy;
+  }
   if (inline_call) return std::nullopt; // the agent asks its helper, which queues it
   RMASTORE_TRACE("queues rank %d at %llu/%u: owner %#llx, wanted by %#llx", source, (unsigned long long)id.key, msg.ns,
                  (unsigned long long)owner, (unsigned long long)msg.owner);
   waiters_[id].push_back(Deferred{msg, source});
   return std::nullopt;
+}
+
+// The owner may keep the lock cached after its put (locks.hpp): ask for it back. An owner that
+// is using it releases it when done, one that has released it already ignores this.
+void LockServer::ask_back_locked(const SlotId &id, std::uint64_t owner) {
+  const int rank = cacher_of(owner, *membership_.view(), rt_);
+  if (rank >= 0) rt_.helper->send(rank, kTagHelper, revoke_msg(id, owner));
 }
 
 void LockServer::release_locked(const SlotId &id, Block &block, std::uint32_t flags) {

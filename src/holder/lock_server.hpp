@@ -17,6 +17,12 @@
 
 namespace rmastore::internal {
 
+// The current rank of the process that may hold a lock with word `owner` cached, if it is alive
+// and another process than this one (whose own slots it never caches); -1 otherwise.
+int cacher_of(std::uint64_t owner, const View &view, const Runtime &rt);
+// A kRevoke of the lock `owner` holds on slot `id`.
+CtrlMsg revoke_msg(const SlotId &id, std::uint64_t owner);
+
 class LockServer {
 public:
   // Grants go out through rt's helper; lock owners are named by membership's ids.
@@ -57,6 +63,8 @@ private:
   // Frees value slot `id` and the key's pending slot, and forgets them.
   void reclaim_locked(const SlotId &id);
   bool has_waiters_locked(const SlotId &id) const;
+  // Sends kRevoke to the process whose lock word `owner` is, if it may hold the lock cached.
+  void ask_back_locked(const SlotId &id, std::uint64_t owner);
   // Whether the process a lock word names is gone. Loops take `view` once, not per slot.
   bool owner_dead(std::uint64_t owner, const View &view) const;
 

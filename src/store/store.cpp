@@ -280,7 +280,8 @@ void Store::on_message(const CtrlMsg &msg, int source) {
   }
   case MsgType::kRepairNeeded:
   case MsgType::kLost:
-    variant_->on_message(msg);
+  case MsgType::kRevoke:
+    variant_->on_message(msg, source);
     break;
   default:
     break;

@@ -92,6 +92,9 @@ public:
   }
   // For tests: the holder whose copy the last successful get returned (current rank).
   int last_read_holder() const { return variant_->last_read_holder(); }
+  // For tests: gives back the locks this process keeps cached (localized variant), and waits
+  // until the unlocks are sent.
+  void give_back_locks() { variant_->give_back_locks(); }
   // For tests: current ranks of the holders of `key`, best first, under the placement of the
   // current view.
   std::vector<int> holders(std::uint64_t key) const {

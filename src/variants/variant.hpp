@@ -71,8 +71,12 @@ public:
   // store_list, asked of every process this variant counts alive.
   virtual std::vector<std::uint64_t> list(std::uint64_t first, std::uint64_t last, std::size_t limit, bool *more) = 0;
   virtual void commit(const TxValues &values) = 0;
-  // A helper message only this variant sends (kRepairNeeded, kLost). Helper thread.
-  virtual void on_message(const CtrlMsg &msg) = 0;
+  // Gives back every lock kept after an operation (localized: cached slot locks). Application
+  // thread, between operations.
+  virtual void give_back_locks() {}
+  // A helper message only this variant sends (kRepairNeeded, kLost, kRevoke), from `source`.
+  // Helper thread.
+  virtual void on_message(const CtrlMsg &msg, int source) = 0;
 
   virtual store_mode_t mode() const = 0;
   // Collective in the global variant; `tx_open`: this process has a transaction open.

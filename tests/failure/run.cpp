@@ -360,6 +360,10 @@ MPI_Comm Run::recover(store_recovery_t &report) {
 
 void Run::verify(Peers &g, int survivors, const std::vector<int> &dead) {
   auto *impl = rmastore::internal::impl(s_);
+  // Localized: the locks that puts keep cached go back, so that a lock still held below is one
+  // that no live process will give back.
+  impl->give_back_locks();
+  g.barrier();
   lost_seen_ = 0;
   lost_found_.clear();
   std::uint64_t held = 0, total_keys = 0;
@@ -424,7 +428,13 @@ void Run::verify(Peers &g, int survivors, const std::vector<int> &dead) {
         std::vector<std::byte> copy;
         CHECK(impl->read_local_copy(key, h, copy), "no valid local copy of %llu", (unsigned long long)key);
         // Nobody writes now, and the repairs settled: every lock was given back (one taken
-        // and released under different lock words would stay held by a live process).
+        // and released under different lock words would stay held by a live process). The
+        // unlocks of cached locks may still be on their way.
+        for (const auto by = Clock::now() + scaled(kWaitMs);
+             h.owner != rmastore::internal::kOwnerFree && Clock::now() < by;) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(1));
+          impl->read_local_copy(key, h, copy);
+        }
         CHECK(h.owner == rmastore::internal::kOwnerFree, "the lock of key %llu is still held: owner word %#llx",
               (unsigned long long)key, (unsigned long long)h.owner);
         ++held;

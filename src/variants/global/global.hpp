@@ -25,7 +25,7 @@ public:
   std::vector<std::uint64_t> list(std::uint64_t first, std::uint64_t last, std::size_t limit, bool *more) override;
   store_status_t get(std::uint64_t key, void *buf, std::size_t capacity, std::size_t *len) override;
   void commit(const TxValues &values) override;
-  void on_message(const CtrlMsg &) override {}
+  void on_message(const CtrlMsg &, int) override {}
   store_mode_t mode() const override { return mode_; }
   void back_to_normal(bool tx_open) override;
   bool finalize_barrier() override;

@@ -69,7 +69,8 @@ void LocalizedVariant::on_failures() {
   if (repairer_) repairer_->view_changed();
 }
 
-void LocalizedVariant::on_message(const CtrlMsg &msg) {
+void LocalizedVariant::on_message(const CtrlMsg &msg, int source) {
+  if (msg.type == MsgType::kRevoke) locks_.on_revoke(msg, source);
   if (msg.type == MsgType::kRepairNeeded && repairer_) repairer_->request(slot_of(msg));
   // RMASTORE_FAULT_OFF=lost_notice (test build): the notice never arrives, so that a test can show
   // that a get's own verdict keeps this process's loss list complete (tests/test_failure.cpp).
@@ -92,11 +93,11 @@ store_status_t LocalizedVariant::lost_here(std::uint64_t key) {
 }
 
 template <class Requests>
-std::optional<std::vector<Lock>> LocalizedVariant::lock_attempt(Retry &retry, Requests &&requests) {
+std::optional<std::vector<Lock>> LocalizedVariant::lock_attempt(Retry &retry, Requests &&requests, bool cache) {
   c_.app.flush();
   c_.membership.follow(*c_.rt.failures);
   try {
-    return locks_.acquire(c_.app, requests(), nullptr);
+    return locks_.acquire(c_.app, requests(), nullptr, cache);
   } catch (const StoreError &e) {
     if (retry.after(e)) return std::nullopt;
     throw;
@@ -105,6 +106,11 @@ std::optional<std::vector<Lock>> LocalizedVariant::lock_attempt(Retry &retry, Re
 
 template <class Work>
 bool LocalizedVariant::under_locks(Retry &retry, std::vector<Lock> &locks, Work &&work, std::uint32_t unlock_flags) {
+  return under_locks_then(retry, locks, work, [&] { locks_.release(c_.app, locks, unlock_flags); });
+}
+
+template <class Work, class Done>
+bool LocalizedVariant::under_locks_then(Retry &retry, std::vector<Lock> &locks, Work &&work, Done &&done) {
   try {
     work();
   } catch (const StoreError &e) {
@@ -112,7 +118,7 @@ bool LocalizedVariant::under_locks(Retry &retry, std::vector<Lock> &locks, Work 
     if (retry.after(e)) return false;
     throw;
   }
-  locks_.release(c_.app, locks, unlock_flags);
+  done();
   return true;
 }
 
@@ -178,17 +184,23 @@ void LocalizedVariant::put(std::uint64_t key, const void *buf, std::size_t len) 
   Retry retry(c_);
   bool owe_record = false;
   for (;;) {
-    std::optional<std::vector<Lock>> taken = lock_attempt(retry, [&] { return locks_.requests(id, len, 0); });
+    std::optional<std::vector<Lock>> taken = lock_attempt(
+        retry, [&] { return locks_.requests(id, len, 0); }, /*cache=*/true);
     if (!taken) continue;
     std::vector<Lock> &locks = *taken;
     std::uint64_t version = kNoVersion;
     const std::vector<Copy> copies = copies_of(locks, &version);
     for (const Lock &l : locks) owe_record = owe_record || (l.grant.flags & kReplyLive) == 0;
+    std::vector<Copy> written;
     // A failure here (every copy's holder failed during the put): the key's new holders get it.
-    if (under_locks(retry, locks, [&] {
-          write(copies, key, version + 1, len, make_flags(0, Ns::kValue), buf);
-          if (owe_record) record({key});
-        })) {
+    // The locks stay cached for the next put of the key (locks.hpp).
+    if (under_locks_then(
+            retry, locks,
+            [&] {
+              written = write(copies, key, version + 1, len, make_flags(0, Ns::kValue), buf);
+              if (owe_record) record({key});
+            },
+            [&] { locks_.keep(c_.app, locks, written, version + 1, len); })) {
       break;
     }
   }
@@ -455,14 +467,22 @@ void LocalizedVariant::back_to_normal(bool tx_open) {
 // The communicator may hold failed processes: a barrier that tolerates them, which also tells
 // every process whether any of them knew of a failure, so that all decide alike how to let go
 // of the window.
+void LocalizedVariant::give_back_locks() {
+  locks_.drop_cached(c_.app);
+  c_.app.drain();
+}
+
 bool LocalizedVariant::finalize_barrier() {
+  give_back_locks(); // a process still putting may wait for one
   return tolerant_barrier(c_.rt.comm, *c_.rt.failures) > 0;
 }
 
 // store_recover as compaction: every survivor is here before any helper stops, so none is left
 // inside a put, waiting for a helper that will not answer.
 void LocalizedVariant::before_recover() {
-  c_.app.drain();
+  // The holders forget every lock in the compaction; given back first, since a survivor may
+  // still be inside a put that waits for one.
+  give_back_locks();
   tolerant_barrier(c_.rt.comm, *c_.rt.failures);
   RMASTORE_FAULT_POINT("recover.after_barrier");
 }

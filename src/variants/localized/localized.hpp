@@ -32,7 +32,8 @@ public:
   std::vector<std::uint64_t> list(std::uint64_t first, std::uint64_t last, std::size_t limit, bool *more) override;
   store_status_t get(std::uint64_t key, void *buf, std::size_t capacity, std::size_t *len) override;
   void commit(const TxValues &values) override;
-  void on_message(const CtrlMsg &msg) override;
+  void on_message(const CtrlMsg &msg, int source) override;
+  void give_back_locks() override;
   store_mode_t mode() const override { return STORE_MODE_NORMAL; }
   void back_to_normal(bool tx_open) override;
   bool finalize_barrier() override;
@@ -62,12 +63,17 @@ private:
   // One attempt's start: brings placement up to the failures known, then takes the locks that
   // requests() lists under it. Nothing when the attempt met a failure after which it starts over
   // (Retry::after); any other error is thrown.
-  template <class Requests> std::optional<std::vector<Lock>> lock_attempt(Retry &retry, Requests &&requests);
+  // With `cache`, a put's: locks cached by earlier puts are taken again (LockClient::acquire).
+  template <class Requests>
+  std::optional<std::vector<Lock>> lock_attempt(Retry &retry, Requests &&requests, bool cache = false);
   // One attempt's work under the locks lock_attempt took, then their release (with
   // `unlock_flags`). False when the work met a failure after which the operation starts over:
   // the locks are released then too, without the flags, since the work is not done.
   template <class Work>
   bool under_locks(Retry &retry, std::vector<Lock> &locks, Work &&work, std::uint32_t unlock_flags = 0);
+  // The same, with `done` in place of the release once the work succeeded.
+  template <class Work, class Done>
+  bool under_locks_then(Retry &retry, std::vector<Lock> &locks, Work &&work, Done &&done);
 
   // Helper thread, after it recorded new failures: placement leaves them out, their queued lock
   // requests go, and every slot whose lock a failed process holds is repaired.

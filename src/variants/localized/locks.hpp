@@ -17,6 +17,14 @@
 // not noticed yet see another order: so a wait gives up as soon as the failure count changes,
 // and the locker releases everything and starts over.
 //
+// Cached locks: a put of the application thread keeps the locks of its remote copies after it
+// returns, so that the next put of the key takes them without a message. A holder that gets a
+// request for a lock held that way asks the owner for it back (kRevoke); the owner's helper
+// releases it at once, or the owner when its put is done. A lock is cached only when it was
+// taken without contention, and only for the failure count it was taken under: after a failure
+// the next acquisition gives it back. A process that fails holding cached locks leaves them to
+// the repairs, like any other lock.
+//
 // A lock whose owner failed stays taken until a repair (kLockRepair, repair.hpp) takes it over,
 // brings the key's copies in line and releases it; lockers queued behind it get it after that.
 // Taking it over moves the slot to fresh memory: a put the owner issued before it died may still
@@ -24,8 +32,10 @@
 #pragma once
 
 #include <cstdint>
+#include <mutex>
 #include <optional>
 #include <stdexcept>
+#include <unordered_map>
 #include <vector>
 
 #include "client/core.hpp"
@@ -76,10 +86,25 @@ public:
   std::vector<LockRequest> requests(const SlotId &id, std::size_t length, std::uint32_t flags) const;
   // Takes every lock in `reqs`, which must be sorted by the global lock order. Throws
   // STORE_ERR_PROC_FAILED when a holder failed or placement changed meanwhile: nothing is held
-  // then, and the caller starts over. `gate` (may be null) rules on queueing.
-  std::vector<Lock> acquire(Agent &a, const std::vector<LockRequest> &reqs, QueueGate *gate);
+  // then, and the caller starts over. `gate` (may be null) rules on queueing. With `cache`
+  // (application thread, plain puts: no request flags) locks cached by earlier puts are taken
+  // without a message, and the others may be cached by keep(); without, a cached lock of the
+  // same slot is given back first.
+  std::vector<Lock> acquire(Agent &a, const std::vector<LockRequest> &reqs, QueueGate *gate, bool cache = false);
   // Releases what acquire returned (nothing waits).
   void release(Agent &a, const std::vector<Lock> &locks, std::uint32_t flags = 0);
+  // Instead of release, after a put under `locks` (acquired with `cache`) wrote version
+  // `version` of `length` bytes to `written`: the locks of written remote copies stay held, in
+  // the cache, unless a holder asked for them meanwhile; the others are released.
+  void keep(Agent &a, const std::vector<Lock> &locks, const std::vector<Copy> &written, std::uint64_t version,
+            std::size_t length);
+  // Helper thread: holder `source` asks for the lock `msg.owner` holds on msg's slot.
+  void on_revoke(const CtrlMsg &msg, int source);
+  // Gives every cached lock back (store_finalize, compaction). Application thread, between
+  // operations.
+  void drop_cached(Agent &a);
+  // How many locks are cached.
+  std::size_t cached() const;
   // A kLock request for a slot of >= `length` bytes.
   static CtrlMsg lock_msg(std::uint64_t owner, std::size_t length, std::uint32_t flags);
 
@@ -89,7 +114,34 @@ private:
   // ours and was released inline (nobody waited for it).
   std::optional<CtrlMsg> unlock_to_send(const LockRequest &req, std::uint64_t owner, std::uint32_t flags);
 
+  // One cached lock, or one that an acquisition with `cache` is taking or holds (in_use).
+  struct Cached {
+    Lock lock;
+    int view = 0;         // the failure count it was taken under
+    bool in_use = false;  // an operation holds it: a kRevoke only marks it
+    bool revoked = false; // a holder asked for it back while in use
+  };
+  // The slot's entry at `holder`, or null. Under mu_.
+  Cached *find_locked(const SlotId &id, int holder);
+  void erase_locked(const SlotId &id, int holder, std::uint64_t owner);
+  // Takes the cache's part of an acquisition: reuses the cached locks it can (into got[i]),
+  // takes the others out, to be released (into stale), and with `cache` registers the requests
+  // still to be asked with `owner`.
+  void from_cache(const std::vector<LockRequest> &reqs, bool cache, std::uint64_t owner,
+                  std::vector<std::optional<Lock>> &got, std::vector<Lock> &stale);
+  // Registers the requests for remote slots with `owner`, in use, before they go out: a
+  // kRevoke that overtakes the grant then finds them.
+  void enlist(const std::vector<LockRequest> &reqs, std::uint64_t owner);
+  void enlist_locked(const LockRequest &r, std::uint64_t owner, int view);
+
+  // Beyond this many cached locks, a put gives back all of them: each is a slot that a repair
+  // must break if this process fails.
+  static constexpr std::size_t kMaxCached = 1024;
+
   Core &c_;
+  mutable std::mutex mu_;
+  std::unordered_map<SlotId, std::vector<Cached>, SlotIdHash> cache_; // application thread's
+  std::size_t cached_ = 0;
 };
 
 } // namespace rmastore::internal
