@@ -129,3 +129,51 @@ TEST(Metadata, ABystanderKeepsNothing) {
   MPI_Barrier(MPI_COMM_WORLD);
   EXPECT_EQ(store_finalize(&s), STORE_OK);
 }
+
+// A store_recover with no failure keeps what puts cached (global: the write grants and where the
+// copies are), so the next put is a repeat put. The localized variant gives its cached locks
+// back for the compaction: its next put takes them again, and the one after sends nothing.
+TEST(Metadata, RecoverWithoutFailureKeepsTheCaches) {
+  const int r = 2, keys = 50;
+  store_t s = make_store(r);
+  ASSERT_NE(s, nullptr);
+  const int me = world_rank(), p = world_size();
+  const auto put_all = [&](std::uint64_t version) {
+    for (int k = 0; k < keys; ++k) {
+      const auto v = make_value(key_of(me, 500 + k), version, 8);
+      ASSERT_EQ(store_put(s, key_of(me, 500 + k), v.data(), v.size()), STORE_OK);
+    }
+  };
+  put_all(1);
+  MPI_Barrier(MPI_COMM_WORLD); // a process that enters store_recover fails the others' puts
+  MPI_Comm comm = MPI_COMM_NULL;
+  ASSERT_EQ(store_recover(s, &comm), STORE_OK);
+  if (comm != MPI_COMM_NULL) MPI_Comm_free(&comm);
+  const bool global = test_recovery() == STORE_RECOVERY_GLOBAL;
+  if (global) {
+    ASSERT_EQ(store_back_to_normal(s), STORE_OK);
+  }
+  std::uint64_t before = requests_sent(s);
+  put_all(2);
+  if (global) {
+    EXPECT_EQ(requests_sent(s) - before, 0u) << "a put after a store_recover with no failure asked its holders";
+  } else {
+    EXPECT_LE(requests_sent(s) - before, static_cast<std::uint64_t>(keys * std::min(r, p)));
+    before = requests_sent(s);
+    put_all(3);
+    EXPECT_EQ(requests_sent(s) - before, 0u);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  for (int rank = 0; rank < p; ++rank) {
+    for (int k = 0; k < keys; ++k) {
+      const store_key_t key = key_of(rank, 500 + k);
+      std::vector<std::byte> buf(64);
+      size_t len = 0;
+      ASSERT_EQ(store_get(s, key, buf.data(), buf.size(), &len), STORE_OK);
+      buf.resize(len);
+      EXPECT_EQ(buf, make_value(key, global ? 2 : 3, 8)) << "key " << key;
+    }
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  EXPECT_EQ(store_finalize(&s), STORE_OK);
+}

@@ -20,9 +20,14 @@ constexpr std::uint32_t kRecordNs = 0xff;
 Rereplication::Rereplication(Core &core)
     : c_(core), view_(core.membership.view()), n_(static_cast<std::size_t>(core.rt.size)) {}
 
-void Rereplication::run(store_recovery_t &report, std::vector<store_key_t> &all_lost) {
-  c_.holder.reset_after_failures();
-  c_.cache.clear();
+void Rereplication::run(store_recovery_t &report, std::vector<store_key_t> &all_lost, bool nobody_lost) {
+  if (nobody_lost) {
+    // Slot locks still go: a repair thread stopped by the recovery may have held some.
+    c_.holder.locks.reset();
+  } else {
+    c_.holder.reset_after_failures();
+    c_.cache.clear();
+  }
   const auto reports = gather();
   const std::map<std::uint64_t, std::uint64_t> committed = commits(reports);
   const CommittedFn is_committed = [&](std::uint32_t writer, std::uint64_t tx) {

@@ -29,7 +29,9 @@ class Rereplication {
 public:
   explicit Rereplication(Core &core);
   // Fills the report's re-replication fields and the sorted keys lost, on every survivor alike.
-  void run(store_recovery_t &report, std::vector<store_key_t> &all_lost);
+  // `nobody_lost`: every process of the old communicator survived, with the same ranks; the
+  // write grants and the key cache stay valid then, and are kept.
+  void run(store_recovery_t &report, std::vector<store_key_t> &all_lost, bool nobody_lost);
 
   // What a survivor holds, reported to the key's coordinator.
   struct Report {

@@ -95,7 +95,8 @@ store_status_t Store::recover(MPI_Comm *new_comm) {
     rebuild_runtime(&window_s, keep_window);
     RMASTORE_FAULT_POINT("recover.after_window");
     const std::int64_t r0 = monotonic_ns();
-    Rereplication(c).run(report, all_lost);
+    // The window was kept only if no process was lost (shrink_and_agree).
+    Rereplication(c).run(report, all_lost, keep_window);
     rerep_s = seconds_since(r0);
     RMASTORE_FAULT_POINT("recover.after_rereplicate");
     if (new_comm != nullptr) {
