@@ -9,7 +9,7 @@
 //          thread can serve the puts.
 // Output: one JSON object per line (stdout), then a table (stderr).
 //
-//   mpirun -n 3 store_bench [--op put,get,cpu,detectors,variants,recover-memory,pause,failure]
+//   mpirun -n 3 store_bench [--op put,get,cpu,detectors,variants,tx,recover-memory,pause,failure]
 //                           [--sizes 8,4096,1M] [--replicas 1,2] [--scenario idle,busy] [--reps N]
 //                           [--max-sleep-us N] [--detector off,notify,ping] [--mib N]
 //                           [--recovery global|localized] [--host-loss 0|1] [--help]
@@ -19,15 +19,17 @@
 // store_key_holders (rmastore/store_hooks.h). benchmarks/run_matrix.sh builds it against an
 // install (docs/benchmarks.md).
 //
-// --recovery applies to --op pause only; the other ops use the global variant (--op variants
-// measures both).
+// --recovery applies to --op pause (the first named) and --op tx (each named); the other ops use
+// the global variant (--op variants measures both).
 //
 // --detector: put/get (and cpu) rows for each failure detector; rows other than "off" also give
 //   their median as a ratio to the detection-off store measured in the same run (vs_off).
 // --op detectors: the three detectors' put latency, interleaved repetition by repetition, in an
 //   order that rotates with each repetition.
 // --op variants: put latency of the global and the localized variant (slot locks), interleaved
-//   repetition by repetition, with the raw baseline.
+//   repetition by repetition (rotating), with the raw baseline.
+// --op tx: store_tx_commit of 1, 2 and 4 keys against as many store_put of the same keys in the
+//   same store, in alternating blocks; commit_vs_puts is the ratio of the medians.
 // --op pause (must come last, it kills a process; --recovery global or localized): survivors
 //   put in a loop while the last rank dies, half of them to keys it held a copy of (affected),
 //   half to keys it did not (bystanders). Each reports its pause, the longest gap between two
@@ -96,7 +98,7 @@ const char *detector_name(int d) {
 }
 
 constexpr const char *kUsage =
-    "usage: store_bench [--op put,get,cpu,detectors,variants,recover-memory,key-memory,pause,failure]\n"
+    "usage: store_bench [--op put,get,cpu,detectors,variants,tx,recover-memory,key-memory,pause,failure]\n"
     "                   [--sizes 8,4K,1M] [--replicas 1,2] [--scenario idle,busy] [--reps N]\n"
     "                   [--max-sleep-us N] [--detector off,notify,ping] [--mib N]\n"
     "                   [--recovery global|localized] [--host-loss 0|1] [--help]\n";
@@ -128,9 +130,9 @@ int parse(int argc, char **argv, bool talk, Options &o) {
     switch (c) {
     case kOp:
       o.ops = split(v);
-      if (!all_of_names(o.ops, {"put", "get", "cpu", "detectors", "variants", "recover-memory", "key-memory", "pause",
-                                "failure"}))
-        return refuse("--op takes put, get, cpu, detectors, variants, recover-memory, key-memory, pause or failure",
+      if (!all_of_names(o.ops, {"put", "get", "cpu", "detectors", "variants", "tx", "recover-memory", "key-memory",
+                                "pause", "failure"}))
+        return refuse("--op takes put, get, cpu, detectors, variants, tx, recover-memory, key-memory, pause or failure",
                       optarg);
       break;
     case kSizes:
@@ -812,6 +814,68 @@ int main(int argc, char **argv) {
     }
     MPI_Barrier(MPI_COMM_WORLD);
     for (store_t &x : st) store_finalize(&x);
+  }
+
+  // Transactions: a commit of k keys against k single puts of the same keys, in one store, in
+  // alternating blocks.
+  if (std::find(opt.ops.begin(), opt.ops.end(), "tx") != opt.ops.end()) {
+    for (int rec : opt.recoveries) {
+      store_config_t cfg;
+      store_config_init(&cfg);
+      cfg.replicas = std::min(opt.replicas.front(), np - 1 > 0 ? np - 1 : 1);
+      cfg.recovery = rec;
+      if (opt.max_sleep_us >= 0) cfg.helper_max_sleep_us = opt.max_sleep_us;
+      store_t s = nullptr;
+      if (store_init(MPI_COMM_WORLD, &cfg, &s) != STORE_OK) MPI_Abort(MPI_COMM_WORLD, 7);
+      for (std::size_t size : opt.sizes) {
+        for (int k : {1, 2, 4}) {
+          std::vector<store_key_t> keys;
+          for (int i = 0; i < k; ++i) keys.push_back(remote_key(s, size * 8 + static_cast<std::size_t>(k * 4 + i)));
+          const int reps = reps_for(opt, size);
+          const auto commit = [&] {
+            if (store_tx_begin(s) != STORE_OK) MPI_Abort(MPI_COMM_WORLD, 8);
+            for (store_key_t key : keys) {
+              if (store_put(s, key, buf.data(), size) != STORE_OK) MPI_Abort(MPI_COMM_WORLD, 8);
+            }
+            if (store_tx_commit(s) != STORE_OK) MPI_Abort(MPI_COMM_WORLD, 8);
+          };
+          const auto puts = [&] {
+            for (store_key_t key : keys) {
+              if (store_put(s, key, buf.data(), size) != STORE_OK) MPI_Abort(MPI_COMM_WORLD, 8);
+            }
+          };
+          std::vector<double> t[2];
+          if (rank == 0) {
+            // In blocks: a commit and a put of the same key one after the other would each undo
+            // what the other cached (localized: the commit gives the put's cached locks back).
+            // Block 0 of each kind warms up.
+            for (int block = 0; block < 6; ++block) {
+              const int d = block % 2;
+              if (block == 2) {
+                for (auto &v : t) v.clear();
+              }
+              for (int i = 0; i < std::max(reps / 4, 1); ++i) {
+                const double t0 = now_us();
+                if (d == 0)
+                  commit();
+                else
+                  puts();
+                t[d].push_back(now_us() - t0);
+              }
+            }
+            const Stats c = stats(t[0]), p = stats(t[1]);
+            std::printf("{\"op\":\"tx\",\"recovery\":\"%s\",\"np\":%d,\"replicas\":%d,\"size\":%zu,\"keys\":%d,"
+                        "\"reps\":%d,\"commit_us_median\":%.3f,\"commit_us_p99\":%.3f,\"puts_us_median\":%.3f,"
+                        "\"puts_us_p99\":%.3f,\"commit_vs_puts\":%.3f}\n",
+                        rec == STORE_RECOVERY_LOCALIZED ? "localized" : "global", np, cfg.replicas, size, k, reps,
+                        c.median, c.p99, p.median, p.p99, c.median / p.median);
+            std::fflush(stdout);
+          }
+          MPI_Barrier(MPI_COMM_WORLD);
+        }
+      }
+      store_finalize(&s);
+    }
   }
 
   // Helper CPU cost: every rank keeps a store, makes no calls for 2 s, and reports how much CPU

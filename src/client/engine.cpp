@@ -298,7 +298,18 @@ std::vector<std::uint64_t> Engine::list(Agent &a, std::uint64_t first, std::uint
   return all;
 }
 
-void Engine::write_many(Agent &a, std::vector<WriteJob> &jobs, OnFailure on_failure) {
+void Engine::write_many(Agent &a, std::vector<WriteJob> &jobs, OnFailure on_failure, void (*between)()) {
+  bool started = false;
+  const auto next = [&] {
+    if (started) {
+      if (between != nullptr) {
+        between();
+      } else {
+        RMASTORE_FAULT_POINT("batch.between_keys");
+      }
+    }
+    started = true;
+  };
   std::vector<std::vector<std::byte>> staging(jobs.size());
   {
     RequestSet rs(&a);
@@ -312,7 +323,7 @@ void Engine::write_many(Agent &a, std::vector<WriteJob> &jobs, OnFailure on_fail
       st.resize(kWriterBytes + h.length);
       std::memcpy(st.data(), reinterpret_cast<const std::byte *>(&h) + kWriterOffset, kWriterBytes);
       if (h.length > 0) std::memcpy(st.data() + kWriterBytes, job.buf, h.length);
-      if (j > 0) RMASTORE_FAULT_POINT("batch.between_keys");
+      next();
       for (Copy &c : job.copies) {
         c.half_b = false;
         if (c.holder == rt_.rank) {
@@ -335,7 +346,9 @@ void Engine::write_many(Agent &a, std::vector<WriteJob> &jobs, OnFailure on_fail
     }
   }
   for (WriteJob &job : jobs) {
-    if (!in_place(job.header.length)) job.copies = write_copies(a, job.copies, job.header, job.buf, on_failure);
+    if (in_place(job.header.length)) continue;
+    next();
+    job.copies = write_copies(a, job.copies, job.header, job.buf, on_failure);
   }
 }
 

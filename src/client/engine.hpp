@@ -48,13 +48,14 @@ public:
   // write_copies of many slots, overlapped: the puts of every in-place value go out before any
   // is waited for (double-buffered values follow one at a time). On return each job's copies
   // are those written. kSkip drops the copies on failed holders from every job, and throws only
-  // if some job has none left.
+  // if some job has none left. `between` runs before each job's writes but the first (a fault
+  // point; by default batch.between_keys).
   struct WriteJob {
     std::vector<Copy> copies;
     SlotHeader header;
     const void *buf;
   };
-  void write_many(Agent &a, std::vector<WriteJob> &jobs, OnFailure on_failure);
+  void write_many(Agent &a, std::vector<WriteJob> &jobs, OnFailure on_failure, void (*between)() = nullptr);
   // A header for a value this process writes now.
   SlotHeader header(std::uint64_t key, std::uint64_t version, std::size_t length, std::uint64_t flags) const;
 

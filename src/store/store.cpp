@@ -414,7 +414,13 @@ void Store::tx_commit() {
   const TxValues values = std::move(tx_values_);
   tx_values_.clear();
   require_healthy();
-  if (!values.empty()) variant_->commit(values);
+  if (values.size() == 1 && !values.begin()->second.del) {
+    // One key: a put is all or nothing already (tx.hpp).
+    const auto &[key, op] = *values.begin();
+    variant_->put(key, op.bytes.data(), op.bytes.size());
+  } else if (!values.empty()) {
+    variant_->commit(values);
+  }
 }
 
 void Store::back_to_normal() {

@@ -13,26 +13,29 @@ std::vector<std::uint64_t> decision_record(std::uint64_t seq, const TxValues &va
 
 void write_commit(std::uint64_t seq, const std::vector<TxItem> &items, const SlotId &record,
                   const std::vector<Copy> &record_copies, const std::vector<std::uint64_t> &contents,
-                  const SlotWriter &write) {
+                  const Engine &engine, const SlotsWriter &write) {
+  const auto jobs = [&](Ns ns) {
+    std::vector<Engine::WriteJob> out;
+    for (const TxItem &it : items) {
+      const std::uint64_t flags = make_flags(it.op->del ? kFlagDeleted : 0, ns, ns == Ns::kPending ? seq : 0);
+      out.push_back(Engine::WriteJob{ns == Ns::kPending ? it.pending_copies : it.value_copies,
+                                     engine.header(it.key, it.version, it.op->bytes.size(), flags),
+                                     it.op->bytes.data()});
+    }
+    return out;
+  };
   RMASTORE_FAULT_POINT("tx.before_pending");
-  bool first = true;
-  for (const TxItem &it : items) {
-    if (!first) RMASTORE_FAULT_POINT("tx.between_pending");
-    first = false;
-    write(it.pending_copies, it.key, it.version, it.op->bytes.size(),
-          make_flags(it.op->del ? kFlagDeleted : 0, Ns::kPending, seq), it.op->bytes.data());
-  }
+  std::vector<Engine::WriteJob> pending = jobs(Ns::kPending);
+  write(pending, [] { RMASTORE_FAULT_POINT("tx.between_pending"); });
   RMASTORE_FAULT_POINT("tx.before_record");
-  write(record_copies, record.key, seq, contents.size() * sizeof(std::uint64_t), make_flags(0, Ns::kTxRecord),
-        contents.data());
+  std::vector<Engine::WriteJob> decision{Engine::WriteJob{
+      record_copies,
+      engine.header(record.key, seq, contents.size() * sizeof(std::uint64_t), make_flags(0, Ns::kTxRecord)),
+      contents.data()}};
+  write(decision, nullptr);
   RMASTORE_FAULT_POINT("tx.after_record");
-  first = true;
-  for (const TxItem &it : items) {
-    if (!first) RMASTORE_FAULT_POINT("tx.during_apply");
-    first = false;
-    write(it.value_copies, it.key, it.version, it.op->bytes.size(),
-          make_flags(it.op->del ? kFlagDeleted : 0, Ns::kValue), it.op->bytes.data());
-  }
+  std::vector<Engine::WriteJob> values = jobs(Ns::kValue);
+  write(values, [] { RMASTORE_FAULT_POINT("tx.during_apply"); });
 }
 
 } // namespace rmastore::internal

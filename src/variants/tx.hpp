@@ -13,13 +13,17 @@
 // the global variant, by the repairs in the localized one. Pending values of a committed T that
 // are newer than the key's value are rolled forward, all others discarded.
 //
-// Step 1 is the variant's; steps 2 to 4 are the same in both and live here.
+// Step 1 is the variant's; steps 2 to 4 are the same in both and live here. Within step 2 and
+// within step 4 the writes overlap (Engine::write_many): three rounds of writes in all, where
+// single puts of the same keys take one round each. A transaction of one key is committed as a
+// put (or a delete) of it: a put is all or nothing for one key already.
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <vector>
 
+#include "client/engine.hpp"
 #include "common/config.hpp"
 #include "variants/variant.hpp"
 
@@ -41,13 +45,14 @@ inline SlotId record_slot(int id) {
   return SlotId{static_cast<std::uint64_t>(id), Ns::kTxRecord};
 }
 
-// Writes one slot's copies: (copies, key, version, length, flags, value).
-using SlotWriter = std::function<void(const std::vector<Copy> &, std::uint64_t, std::uint64_t, std::size_t,
-                                      std::uint64_t, const void *)>;
+// Writes many slots' copies, overlapped (Engine::write_many, with `between` run between two
+// slots' writes).
+using SlotsWriter = std::function<void(std::vector<Engine::WriteJob> &jobs, void (*between)())>;
 
-// Steps 2 to 4 of a commit with sequence number `seq`, with their fault points.
+// Steps 2 to 4 of a commit with sequence number `seq`, with their fault points; `engine` makes
+// the headers.
 void write_commit(std::uint64_t seq, const std::vector<TxItem> &items, const SlotId &record,
                   const std::vector<Copy> &record_copies, const std::vector<std::uint64_t> &contents,
-                  const SlotWriter &write);
+                  const Engine &engine, const SlotsWriter &write);
 
 } // namespace rmastore::internal

@@ -280,9 +280,15 @@ void GlobalVariant::commit(const TxValues &values) {
   const SlotId rid = record_slot(c_.id);
   std::uint64_t previous = 0;
   const std::vector<Copy> record_copies = acquire_write(rid, contents.size() * sizeof(std::uint64_t), &previous).copies;
-  write_commit(seq, items, rid, record_copies, contents,
-               [this](const std::vector<Copy> &copies, std::uint64_t key, std::uint64_t version, std::size_t length,
-                      std::uint64_t flags, const void *buf) { write(copies, key, version, length, flags, buf); });
+  write_commit(seq, items, rid, record_copies, contents, c_.engine,
+               [this](std::vector<Engine::WriteJob> &jobs, void (*between)()) {
+                 // As write() does for one slot.
+                 for (const Engine::WriteJob &j : jobs)
+                   c_.cache.raise_version(SlotId{j.header.key, flags_ns(j.header.flags)}, j.header.version);
+                 c_.engine.write_many(c_.app, jobs, Engine::OnFailure::kThrow, between);
+                 for (const Engine::WriteJob &j : jobs)
+                   c_.cache.after_write(SlotId{j.header.key, flags_ns(j.header.flags)}, j.header.length, j.copies);
+               });
   record(unrecorded);
   record(deleted, MsgType::kUnwitness);
   for (const TxItem &it : items) {

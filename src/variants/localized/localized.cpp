@@ -433,9 +433,10 @@ void LocalizedVariant::commit(const TxValues &values) {
         it.pending_copies.push_back(l.pending_copy());
       }
       for (TxItem &it : items) ++it.version; // above every copy's, pending ones included
-      write_commit(seq, items, rid, record_copies, contents,
-                   [this](const std::vector<Copy> &copies, std::uint64_t key, std::uint64_t version, std::size_t length,
-                          std::uint64_t flags, const void *buf) { write(copies, key, version, length, flags, buf); });
+      write_commit(seq, items, rid, record_copies, contents, c_.engine,
+                   [this](std::vector<Engine::WriteJob> &jobs, void (*between)()) {
+                     c_.engine.write_many(c_.app, jobs, Engine::OnFailure::kSkip, between);
+                   });
       record({owed.begin(), owed.end()});
       std::vector<std::uint64_t> deleted;
       for (const auto &[key, op] : values) {
