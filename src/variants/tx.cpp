@@ -11,9 +11,9 @@ std::vector<std::uint64_t> decision_record(std::uint64_t seq, const TxValues &va
   return record;
 }
 
-void write_commit(std::uint64_t seq, const std::vector<TxItem> &items, const SlotId &record,
-                  const std::vector<Copy> &record_copies, const std::vector<std::uint64_t> &contents,
-                  const Engine &engine, const SlotsWriter &write) {
+CommitWrites write_commit(std::uint64_t seq, const std::vector<TxItem> &items, const SlotId &record,
+                          const std::vector<Copy> &record_copies, const std::vector<std::uint64_t> &contents,
+                          const Engine &engine, const SlotsWriter &write) {
   const auto jobs = [&](Ns ns) {
     std::vector<Engine::WriteJob> out;
     for (const TxItem &it : items) {
@@ -24,18 +24,20 @@ void write_commit(std::uint64_t seq, const std::vector<TxItem> &items, const Slo
     }
     return out;
   };
+  CommitWrites w;
   RMASTORE_FAULT_POINT("tx.before_pending");
-  std::vector<Engine::WriteJob> pending = jobs(Ns::kPending);
-  write(pending, [] { RMASTORE_FAULT_POINT("tx.between_pending"); });
+  w.pending = jobs(Ns::kPending);
+  write(w.pending, [] { RMASTORE_FAULT_POINT("tx.between_pending"); });
   RMASTORE_FAULT_POINT("tx.before_record");
-  std::vector<Engine::WriteJob> decision{Engine::WriteJob{
+  w.record.push_back(Engine::WriteJob{
       record_copies,
       engine.header(record.key, seq, contents.size() * sizeof(std::uint64_t), make_flags(0, Ns::kTxRecord)),
-      contents.data()}};
-  write(decision, nullptr);
+      contents.data()});
+  write(w.record, nullptr);
   RMASTORE_FAULT_POINT("tx.after_record");
-  std::vector<Engine::WriteJob> values = jobs(Ns::kValue);
-  write(values, [] { RMASTORE_FAULT_POINT("tx.during_apply"); });
+  w.values = jobs(Ns::kValue);
+  write(w.values, [] { RMASTORE_FAULT_POINT("tx.during_apply"); });
+  return w;
 }
 
 } // namespace rmastore::internal

@@ -49,10 +49,15 @@ inline SlotId record_slot(int id) {
 // slots' writes).
 using SlotsWriter = std::function<void(std::vector<Engine::WriteJob> &jobs, void (*between)())>;
 
+// What a commit wrote, each job with the copies written (items' order for pending and values).
+struct CommitWrites {
+  std::vector<Engine::WriteJob> pending, record, values;
+};
+
 // Steps 2 to 4 of a commit with sequence number `seq`, with their fault points; `engine` makes
 // the headers.
-void write_commit(std::uint64_t seq, const std::vector<TxItem> &items, const SlotId &record,
-                  const std::vector<Copy> &record_copies, const std::vector<std::uint64_t> &contents,
-                  const Engine &engine, const SlotsWriter &write);
+CommitWrites write_commit(std::uint64_t seq, const std::vector<TxItem> &items, const SlotId &record,
+                          const std::vector<Copy> &record_copies, const std::vector<std::uint64_t> &contents,
+                          const Engine &engine, const SlotsWriter &write);
 
 } // namespace rmastore::internal

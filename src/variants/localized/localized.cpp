@@ -200,7 +200,13 @@ void LocalizedVariant::put(std::uint64_t key, const void *buf, std::size_t len) 
               written = write(copies, key, version + 1, len, make_flags(0, Ns::kValue), buf);
               if (owe_record) record({key});
             },
-            [&] { locks_.keep(c_.app, locks, written, version + 1, len); })) {
+            [&] {
+              locks_.keep(c_.app, locks, [&](const Lock &l, CtrlMsg &g) {
+                const Copy *w = LockClient::written_at(written, l.req.holder);
+                if (w != nullptr) LockClient::set_value(g, *w, version + 1, len);
+                return w != nullptr;
+              });
+            })) {
       break;
     }
   }
@@ -409,14 +415,15 @@ void LocalizedVariant::commit(const TxValues &values) {
     for (const LockRequest &r : locks_.requests(rid, contents.size() * sizeof(std::uint64_t), 0)) reqs.push_back(r);
     std::vector<Lock> locks;
     try {
-      locks = locks_.acquire(c_.app, reqs, nullptr);
+      locks = locks_.acquire(c_.app, reqs, nullptr, /*cache=*/true);
     } catch (const StoreError &e) {
       if (retry.after(e)) continue;
       throw;
     }
+    std::vector<TxItem> items;
+    CommitWrites written;
     try {
       // The locks come in request order: each key's holders together, the record's last.
-      std::vector<TxItem> items;
       std::vector<Copy> record_copies;
       for (const Lock &l : locks) {
         if (l.req.id.ns == Ns::kTxRecord) {
@@ -433,10 +440,10 @@ void LocalizedVariant::commit(const TxValues &values) {
         it.pending_copies.push_back(l.pending_copy());
       }
       for (TxItem &it : items) ++it.version; // above every copy's, pending ones included
-      write_commit(seq, items, rid, record_copies, contents, c_.engine,
-                   [this](std::vector<Engine::WriteJob> &jobs, void (*between)()) {
-                     c_.engine.write_many(c_.app, jobs, Engine::OnFailure::kSkip, between);
-                   });
+      written = write_commit(seq, items, rid, record_copies, contents, c_.engine,
+                             [this](std::vector<Engine::WriteJob> &jobs, void (*between)()) {
+                               c_.engine.write_many(c_.app, jobs, Engine::OnFailure::kSkip, between);
+                             });
       record({owed.begin(), owed.end()});
       std::vector<std::uint64_t> deleted;
       for (const auto &[key, op] : values) {
@@ -450,11 +457,38 @@ void LocalizedVariant::commit(const TxValues &values) {
       if (retry.after(e)) continue;
       throw;
     }
-    // A deleted key's slots go with their locks, as in del().
+    // A deleted key's slots go with their locks, as in del(); the other locks stay cached, as a
+    // put's do, with the grants of what the commit wrote.
+    std::vector<Lock> kept;
     for (const Lock &l : locks) {
-      const bool gone = l.req.id.ns == Ns::kValue && values.at(l.req.id.key).del;
-      locks_.release(c_.app, {l}, gone ? kUnlockReclaim | kUnlockDropPending : 0);
+      if (l.req.id.ns == Ns::kValue && values.at(l.req.id.key).del) {
+        locks_.release(c_.app, {l}, kUnlockReclaim | kUnlockDropPending);
+      } else {
+        kept.push_back(l);
+      }
     }
+    locks_.keep(c_.app, kept, [&](const Lock &l, CtrlMsg &g) {
+      if (l.req.id.ns == Ns::kTxRecord) {
+        const Copy *w = LockClient::written_at(written.record.front().copies, l.req.holder);
+        if (w != nullptr) LockClient::set_value(g, *w, seq, contents.size() * sizeof(std::uint64_t));
+        return w != nullptr;
+      }
+      const auto at = static_cast<std::size_t>(
+          std::find_if(items.begin(), items.end(), [&](const TxItem &it) { return it.key == l.req.id.key; }) -
+          items.begin());
+      const Copy *v = LockClient::written_at(written.values[at].copies, l.req.holder);
+      const Copy *p = LockClient::written_at(written.pending[at].copies, l.req.holder);
+      if (v == nullptr || p == nullptr) return false;
+      const TxItem &it = items[at];
+      LockClient::set_value(g, *v, it.version, it.op->bytes.size());
+      g.flags = (g.flags & ~kReplyPendingDeleted) | kReplyHasPending | kReplyPendingValid;
+      g.pending_version = it.version;
+      g.pending_length = it.op->bytes.size();
+      g.pending_half = p->half_b ? 1 : 0;
+      g.pending_tx = seq;
+      g.pending_writer = static_cast<std::uint32_t>(c_.id);
+      return true;
+    });
     for (const auto &kv : values) c_.holder.witnesses.clear_lost(kv.first);
     return;
   }

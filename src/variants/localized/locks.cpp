@@ -91,7 +91,6 @@ void LockClient::erase_locked(const SlotId &id, int holder, std::uint64_t owner)
 
 void LockClient::from_cache(const std::vector<LockRequest> &reqs, bool cache, std::uint64_t owner,
                             std::vector<std::optional<Lock>> &got, std::vector<Lock> &stale) {
-  const int view = c_.rt.failures->failures();
   std::lock_guard lk(mu_);
   for (std::size_t i = 0; i < reqs.size(); ++i) {
     const LockRequest &r = reqs[i];
@@ -99,7 +98,14 @@ void LockClient::from_cache(const std::vector<LockRequest> &reqs, bool cache, st
     Cached *e = find_locked(r.id, r.holder);
     if (e != nullptr && e->in_use) continue;
     if (e != nullptr) {
-      if (cache && r.flags == 0 && e->view == view && e->lock.grant.capacity >= r.length) {
+      // A commit's lock of a value slot also needs the key's pending slot (kLockPending).
+      const CtrlMsg &g = e->lock.grant;
+      const bool fits =
+          g.capacity >= r.length && (r.flags == 0 || (r.flags == kLockPending && (g.flags & kReplyHasPending) != 0 &&
+                                                      g.pending_capacity >= r.length));
+      // A failure changes nothing for a lock whose holder lives: nobody else wrote the slot, and
+      // only compaction (which empties the cache) renumbers.
+      if (cache && fits && r.length <= kMaxCachedLength && !c_.rt.failures->dead(r.holder)) {
         e->in_use = true;
         Lock l = e->lock;
         l.req = r;
@@ -109,48 +115,53 @@ void LockClient::from_cache(const std::vector<LockRequest> &reqs, bool cache, st
       stale.push_back(e->lock);
       erase_locked(r.id, r.holder, e->lock.owner);
     }
-    if (cache) enlist_locked(r, owner, view);
+    if (cache) enlist_locked(r, owner);
   }
 }
 
-void LockClient::enlist_locked(const LockRequest &r, std::uint64_t owner, int view) {
-  cache_[r.id].push_back(Cached{Lock{r, CtrlMsg{}, owner}, view, true, false});
+void LockClient::enlist_locked(const LockRequest &r, std::uint64_t owner) {
+  if (r.length > kMaxCachedLength) return;
+  cache_[r.id].push_back(Cached{Lock{r, CtrlMsg{}, owner}, true, false});
   ++cached_;
 }
 
 void LockClient::enlist(const std::vector<LockRequest> &reqs, std::uint64_t owner) {
-  const int view = c_.rt.failures->failures();
   std::lock_guard lk(mu_);
   for (const LockRequest &r : reqs) {
-    if (r.holder != c_.rt.rank && find_locked(r.id, r.holder) == nullptr) enlist_locked(r, owner, view);
+    if (r.holder != c_.rt.rank && find_locked(r.id, r.holder) == nullptr) enlist_locked(r, owner);
   }
 }
 
-void LockClient::keep(Agent &a, const std::vector<Lock> &locks, const std::vector<Copy> &written, std::uint64_t version,
-                      std::size_t length) {
+const Copy *LockClient::written_at(const std::vector<Copy> &written, int holder) {
+  const auto w = std::find_if(written.begin(), written.end(), [&](const Copy &c) { return c.holder == holder; });
+  return w == written.end() ? nullptr : &*w;
+}
+
+void LockClient::set_value(CtrlMsg &g, const Copy &written, std::uint64_t version, std::size_t length) {
+  g.version = version;
+  g.length = length;
+  g.half = written.half_b ? 1 : 0;
+  g.flags = (g.flags & (kReplyHasPending | kReplyPendingValid | kReplyPendingDeleted)) | kReplyValid | kReplyLive;
+}
+
+void LockClient::keep(Agent &a, const std::vector<Lock> &locks, const Update &update) {
   std::vector<Lock> give_back;
   {
     std::lock_guard lk(mu_);
     for (const Lock &l : locks) {
       Cached *e = find_locked(l.req.id, l.req.holder);
-      const auto w =
-          std::find_if(written.begin(), written.end(), [&](const Copy &c) { return c.holder == l.req.holder; });
       if (e == nullptr || e->lock.owner != l.owner || !e->in_use) {
         give_back.push_back(l);
         continue;
       }
-      if (e->revoked || w == written.end()) {
+      // What the holder would answer now: nobody else wrote the slot while this lock was held.
+      Lock now = l;
+      if (e->revoked || !update(l, now.grant)) {
         give_back.push_back(l);
         erase_locked(l.req.id, l.req.holder, l.owner);
         continue;
       }
-      // What the holder would answer now: nobody else wrote the slot while this lock was held.
-      e->lock = l;
-      CtrlMsg &g = e->lock.grant;
-      g.version = version;
-      g.length = length;
-      g.half = w->half_b ? 1 : 0;
-      g.flags = (g.flags & (kReplyHasPending | kReplyPendingValid | kReplyPendingDeleted)) | kReplyValid | kReplyLive;
+      e->lock = now;
       e->in_use = false;
     }
     if (cached_ > kMaxCached) {

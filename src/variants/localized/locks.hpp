@@ -17,13 +17,12 @@
 // not noticed yet see another order: so a wait gives up as soon as the failure count changes,
 // and the locker releases everything and starts over.
 //
-// Cached locks: a put of the application thread keeps the locks of its remote copies after it
-// returns, so that the next put of the key takes them without a message. A holder that gets a
+// Cached locks: a put or commit of the application thread keeps the locks of its remote copies
+// after it returns, so that the next one on the key takes them without a message. A holder that gets a
 // request for a lock held that way asks the owner for it back (kRevoke); the owner's helper
-// releases it at once, or the owner when its put is done. A lock is cached only when it was
-// taken without contention, and only for the failure count it was taken under: after a failure
-// the next acquisition gives it back. A process that fails holding cached locks leaves them to
-// the repairs, like any other lock.
+// releases it at once, or the owner when its put is done. Only the locks of in-place values
+// (kInPlaceLimit) are cached, and a lock stays cached across failures while its holder lives. A
+// process that fails holding cached locks leaves them to the repairs, like any other lock.
 //
 // A lock whose owner failed stays taken until a repair (kLockRepair, repair.hpp) takes it over,
 // brings the key's copies in line and releases it; lockers queued behind it get it after that.
@@ -32,6 +31,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <stdexcept>
@@ -87,17 +87,22 @@ public:
   // Takes every lock in `reqs`, which must be sorted by the global lock order. Throws
   // STORE_ERR_PROC_FAILED when a holder failed or placement changed meanwhile: nothing is held
   // then, and the caller starts over. `gate` (may be null) rules on queueing. With `cache`
-  // (application thread, plain puts: no request flags) locks cached by earlier puts are taken
-  // without a message, and the others may be cached by keep(); without, a cached lock of the
-  // same slot is given back first.
+  // (application thread: puts, and commits, whose value slots' requests carry kLockPending)
+  // locks cached by earlier operations are taken without a message if they fit, and the others
+  // may be cached by keep(); without, a cached lock of the same slot is given back first.
   std::vector<Lock> acquire(Agent &a, const std::vector<LockRequest> &reqs, QueueGate *gate, bool cache = false);
   // Releases what acquire returned (nothing waits).
   void release(Agent &a, const std::vector<Lock> &locks, std::uint32_t flags = 0);
-  // Instead of release, after a put under `locks` (acquired with `cache`) wrote version
-  // `version` of `length` bytes to `written`: the locks of written remote copies stay held, in
-  // the cache, unless a holder asked for them meanwhile; the others are released.
-  void keep(Agent &a, const std::vector<Lock> &locks, const std::vector<Copy> &written, std::uint64_t version,
-            std::size_t length);
+  // Instead of release, after a put or commit under `locks` (acquired with `cache`): the locks of
+  // remote copies stay held, in the cache, unless a holder asked for them meanwhile or `update`
+  // returns false (the copy was not written); the others are released. `update` sets a lock's
+  // grant to what its holder would answer now. It runs under the cache's mutex.
+  using Update = std::function<bool(const Lock &lock, CtrlMsg &grant)>;
+  void keep(Agent &a, const std::vector<Lock> &locks, const Update &update);
+  // The copy of `written` at `holder`, or null.
+  static const Copy *written_at(const std::vector<Copy> &written, int holder);
+  // A grant after `written` got version `version` of `length` bytes in the value slot.
+  static void set_value(CtrlMsg &g, const Copy &written, std::uint64_t version, std::size_t length);
   // Helper thread: holder `source` asks for the lock `msg.owner` holds on msg's slot.
   void on_revoke(const CtrlMsg &msg, int source);
   // Gives every cached lock back (store_finalize, compaction). Application thread, between
@@ -117,7 +122,6 @@ private:
   // One cached lock, or one that an acquisition with `cache` is taking or holds (in_use).
   struct Cached {
     Lock lock;
-    int view = 0;         // the failure count it was taken under
     bool in_use = false;  // an operation holds it: a kRevoke only marks it
     bool revoked = false; // a holder asked for it back while in use
   };
@@ -132,11 +136,14 @@ private:
   // Registers the requests for remote slots with `owner`, in use, before they go out: a
   // kRevoke that overtakes the grant then finds them.
   void enlist(const std::vector<LockRequest> &reqs, std::uint64_t owner);
-  void enlist_locked(const LockRequest &r, std::uint64_t owner, int view);
+  void enlist_locked(const LockRequest &r, std::uint64_t owner);
 
   // Beyond this many cached locks, a put gives back all of them: each is a slot that a repair
-  // must break if this process fails.
+  // must break if this process fails, which moves the slot's value to fresh memory. Nor are the
+  // locks of larger values cached: their lock round trip is small beside the write, and the
+  // move of each would stretch the repairs after a death.
   static constexpr std::size_t kMaxCached = 1024;
+  static constexpr std::size_t kMaxCachedLength = kInPlaceLimit;
 
   Core &c_;
   mutable std::mutex mu_;
