@@ -324,7 +324,10 @@ void Engine::write_many(Agent &a, std::vector<WriteJob> &jobs, OnFailure on_fail
       std::memcpy(st.data(), reinterpret_cast<const std::byte *>(&h) + kWriterOffset, kWriterBytes);
       if (h.length > 0) std::memcpy(st.data() + kWriterBytes, job.buf, h.length);
       next();
+      bool first_copy = true;
       for (Copy &c : job.copies) {
+        if (!first_copy) RMASTORE_FAULT_POINT("put.between_copies");
+        first_copy = false;
         c.half_b = false;
         if (c.holder == rt_.rank) {
           copy_to_window(reinterpret_cast<std::byte *>(c.address) + kWriterOffset, st.data(), st.size());

@@ -189,7 +189,12 @@ void LockServer::grant_next_locked(const SlotId &id, Block &block) {
   while (!queue.empty()) {
     const std::uint64_t owner = owner_of(block.base).load(std::memory_order_acquire);
     const Deferred &next = queue.front();
-    if (owner != kOwnerFree && owner != next.msg.owner) return;
+    if (owner != kOwnerFree && owner != next.msg.owner) {
+      // Others still wait: the new owner must not keep the lock cached (the revokes they caused
+      // went to the previous owner).
+      ask_back_locked(id, owner);
+      return;
+    }
     const Deferred d = next;
     queue.erase(queue.begin());
     if (rt_.failures->dead(d.source)) continue;

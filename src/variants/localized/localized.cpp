@@ -79,8 +79,17 @@ void LocalizedVariant::on_message(const CtrlMsg &msg, int source) {
 
 std::vector<Copy> LocalizedVariant::write(const std::vector<Copy> &copies, std::uint64_t key, std::uint64_t version,
                                           std::size_t length, std::uint64_t flags, const void *buf) {
-  return c_.engine.write_copies(c_.app, copies, c_.engine.header(key, version, length, flags), buf,
-                                Engine::OnFailure::kSkip);
+  std::vector<Copy> written = c_.engine.write_copies(c_.app, copies, c_.engine.header(key, version, length, flags), buf,
+                                                     Engine::OnFailure::kSkip);
+  all_written(written.size(), copies.size());
+  return written;
+}
+
+// A holder that failed under the write: this process may learn of it only now, while others
+// already repaired the key onto a new holder (a cached lock to the dead holder asks nothing).
+// The operation starts over on the new placement rather than leave a copy short.
+void LocalizedVariant::all_written(std::size_t written, std::size_t copies) {
+  if (written < copies) throw StoreError(STORE_ERR_PROC_FAILED, "a holder failed during the write");
 }
 
 void LocalizedVariant::record(const std::vector<std::uint64_t> &keys, MsgType type) {
@@ -279,7 +288,10 @@ void LocalizedVariant::put_many(const std::vector<PutItem> &all) {
         jobs[k].buf = items[k].buf;
       }
       if (under_locks(retry, locks, [&] {
+            std::vector<std::size_t> asked;
+            for (const Engine::WriteJob &j : jobs) asked.push_back(j.copies.size());
             c_.engine.write_many(c_.app, jobs, Engine::OnFailure::kSkip);
+            for (std::size_t k = 0; k < n; ++k) all_written(jobs[k].copies.size(), asked[k]);
             record({owed.begin(), owed.end()});
           })) {
         break;
@@ -442,7 +454,11 @@ void LocalizedVariant::commit(const TxValues &values) {
       for (TxItem &it : items) ++it.version; // above every copy's, pending ones included
       written = write_commit(seq, items, rid, record_copies, contents, c_.engine,
                              [this](std::vector<Engine::WriteJob> &jobs, void (*between)()) {
+                               std::vector<std::size_t> asked;
+                               for (const Engine::WriteJob &j : jobs) asked.push_back(j.copies.size());
                                c_.engine.write_many(c_.app, jobs, Engine::OnFailure::kSkip, between);
+                               for (std::size_t k = 0; k < jobs.size(); ++k)
+                                 all_written(jobs[k].copies.size(), asked[k]);
                              });
       record({owed.begin(), owed.end()});
       std::vector<std::uint64_t> deleted;

@@ -90,7 +90,10 @@ private:
   // get returns, so that the list never lags behind what a get said; the repair's notice to
   // every process may still be on its way. Returns STORE_ERR_DATA_LOST.
   store_status_t lost_here(std::uint64_t key);
-  // Writes one slot's copies; holders that fail meanwhile are skipped.
+  // Throws STORE_ERR_PROC_FAILED if fewer than `copies` copies were written.
+  static void all_written(std::size_t written, std::size_t copies);
+  // Writes one slot's copies; a holder that fails meanwhile makes it throw STORE_ERR_PROC_FAILED
+  // (all_written), after the other copies were written.
   std::vector<Copy> write(const std::vector<Copy> &copies, std::uint64_t key, std::uint64_t version, std::size_t length,
                           std::uint64_t flags, const void *buf);
 

@@ -1,6 +1,7 @@
 #include "variants/localized/locks.hpp"
 
 #include <algorithm>
+#include <iterator>
 #include <map>
 
 #include "common/errors.hpp"
@@ -164,13 +165,7 @@ void LockClient::keep(Agent &a, const std::vector<Lock> &locks, const Update &up
       e->lock = now;
       e->in_use = false;
     }
-    if (cached_ > kMaxCached) {
-      for (auto &[id, entries] : cache_) {
-        for (const Cached &c : entries) {
-          if (!c.in_use) give_back.push_back(c.lock);
-        }
-      }
-    }
+    if (cached_ > kMaxCached) take_idle_locked(give_back);
   }
   release(a, give_back);
 }
@@ -201,13 +196,22 @@ void LockClient::drop_cached(Agent &a) {
   std::vector<Lock> locks;
   {
     std::lock_guard lk(mu_);
-    for (const auto &[id, entries] : cache_) {
-      for (const Cached &c : entries) {
-        if (!c.in_use) locks.push_back(c.lock);
-      }
-    }
+    take_idle_locked(locks);
   }
   release(a, locks);
+}
+
+void LockClient::take_idle_locked(std::vector<Lock> &out) {
+  // Out of the cache before the unlocks go: a kRevoke meanwhile finds nothing to send.
+  for (auto it = cache_.begin(); it != cache_.end();) {
+    std::erase_if(it->second, [&](const Cached &c) {
+      if (c.in_use) return false;
+      out.push_back(c.lock);
+      --cached_;
+      return true;
+    });
+    it = it->second.empty() ? cache_.erase(it) : std::next(it);
+  }
 }
 
 std::size_t LockClient::cached() const {
@@ -221,9 +225,9 @@ std::vector<Lock> LockClient::acquire(Agent &a, const std::vector<LockRequest> &
     ~ViewGuard() { a.lock_view = -1; }
   } guard{a};
   a.lock_view = c_.rt.failures->failures();
-  // One word for the whole acquisition, kept with each lock: a lock is released with the word
-  // it was taken with, whatever the epoch is by then.
-  const std::uint64_t owner = a.lock_word();
+  // One word for each stage of the acquisition, kept with each lock: a lock is released with the
+  // word it was taken with, whatever the epoch is by then.
+  std::uint64_t owner = a.lock_word();
   const auto ask = [&](const LockRequest &r, std::uint32_t extra) {
     return lock_msg(owner, r.length, r.flags | extra);
   };
@@ -294,6 +298,10 @@ std::vector<Lock> LockClient::acquire(Agent &a, const std::vector<LockRequest> &
     unregister();
     got.assign(reqs.size(), std::nullopt);
     asked.clear();
+    // A new word: the unlock of one of this process's own slots may still wait in its helper's
+    // queue (others wait for it, so it was not released inline). Under the same word the queued
+    // request would be granted inline as ours, and then released by that unlock under us.
+    owner = a.lock_word();
     // Registered again: a lock taken after waiting is cached as well (the key changed writers).
     if (cache) enlist(reqs, owner);
     // Contended: one at a time, in order, queueing, if the gate lets us.

@@ -128,6 +128,8 @@ private:
   // The slot's entry at `holder`, or null. Under mu_.
   Cached *find_locked(const SlotId &id, int holder);
   void erase_locked(const SlotId &id, int holder, std::uint64_t owner);
+  // Moves every cached lock no operation uses out of the cache, into `out`.
+  void take_idle_locked(std::vector<Lock> &out);
   // Takes the cache's part of an acquisition: reuses the cached locks it can (into got[i]),
   // takes the others out, to be released (into stale), and with `cache` registers the requests
   // still to be asked with `owner`.
