@@ -21,20 +21,15 @@ rmastore_add_mpi_test(test_recover_view NAME test_recover_view_localized NP 4 KI
 rmastore_add_multihost_test(test_recover_view NAME test_recover_view NP 6 KILLED 1 TIMEOUT 60 LABELS ulfm
                             ENV RMASTORE_FAULT=recover.skewed_view@1)
 
-# A live process declared failed (ULFM's heartbeat detector, 4 s, while it is stopped for 10 s):
-# the others recover without it and work on through its late messages. Alone, with a timeout of
-# 4 s: with 2 s, in the sanitizer suite, another test beside it once kept a second rank from
-# sending heartbeats long enough for it to be declared failed too (1 run in 2 suites).
+# A live process declared failed (ULFM's heartbeat detector, 2 s, while it is stopped for 10 s):
+# the others recover without it and work on through its late messages.
 add_executable(test_false_suspicion test_false_suspicion.cpp)
 target_link_libraries(test_false_suspicion PRIVATE rmastore_test_util rmastore_build_flags)
 set(heartbeat OMPI_MCA_mpi_ft_detector=true OMPI_MCA_mpi_ft_detector_thread=false OMPI_MCA_mpi_ft_detector_period=0.5
               OMPI_MCA_mpi_ft_detector_timeout=2)
-set(heartbeat_4s OMPI_MCA_mpi_ft_detector=true OMPI_MCA_mpi_ft_detector_thread=false
-                 OMPI_MCA_mpi_ft_detector_period=0.5 OMPI_MCA_mpi_ft_detector_timeout=4)
-rmastore_add_mpi_test(test_false_suspicion NP 4 KILLED 1 TIMEOUT 90 LABELS ulfm ENV ${heartbeat_4s})
+rmastore_add_mpi_test(test_false_suspicion NP 4 KILLED 1 TIMEOUT 90 LABELS ulfm ENV ${heartbeat})
 rmastore_add_mpi_test(test_false_suspicion NAME test_false_suspicion_localized NP 4 KILLED 1 TIMEOUT 90
-                      LABELS ulfm localized ENV ${heartbeat_4s} RMASTORE_TEST_RECOVERY=localized)
-set_tests_properties(test_false_suspicion.np4 test_false_suspicion_localized.np4 PROPERTIES RUN_SERIAL TRUE)
+                      LABELS ulfm localized ENV ${heartbeat} RMASTORE_TEST_RECOVERY=localized)
 # Open MPI's part of it in raw MPI, with the communicators that spanned the suspect kept as the
 # library keeps them ("free" aborts the survivors: see the file).
 add_executable(ompi_late_message_reused_cid ompi_late_message_reused_cid.c)

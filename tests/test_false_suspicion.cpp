@@ -1,5 +1,5 @@
 // A live process that MPI declares failed (issue 23: a survivor left out of the others'
-// recovery). ULFM's heartbeat detector (on in this test's registration, 4 s timeout) declares
+// recovery). ULFM's heartbeat detector (on in this test's registration, 2 s timeout) declares
 // the last rank failed while it is stopped (SIGSTOP, not killed). The others must notice,
 // recover without it with no key lost, and go on working after it runs again and its late
 // messages arrive on the communicators the recovery replaced; it must not hang, and must not
