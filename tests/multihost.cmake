@@ -57,6 +57,14 @@ target_link_libraries(ompi_rput_dead_target PRIVATE MPI::MPI_C)
 rmastore_add_multihost_test(ompi_rput_dead_target NAME ompi_rput_dead_target NP 3 KILLED 1 TIMEOUT 60
                             LABELS ulfm ompi)
 
+# A put toward another host whose address is in the cached region table reads nothing first
+# (window info key cache_dynamic_regions, scripts/openmpi-patches/0011); "uncached" checks the
+# premise: without the key, the same put waits for the target's table.
+add_executable(ompi_region_cache ompi_region_cache.c)
+target_link_libraries(ompi_region_cache PRIVATE MPI::MPI_C)
+rmastore_add_multihost_test(ompi_region_cache NAME ompi_region_cache NP 3 TIMEOUT 60 LABELS ompi)
+rmastore_add_multihost_test(ompi_region_cache NAME ompi_region_cache_uncached NP 3 ARGS uncached TIMEOUT 60 LABELS ompi)
+
 # RMA from another host toward live processes whose node mates died (one the node's first
 # process, which osc/rdma made hold the state of the node's processes). Needs
 # scripts/openmpi-patches/0004 and 0006.
