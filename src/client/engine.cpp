@@ -83,9 +83,10 @@ std::vector<CtrlMsg> Engine::ask_all(Agent &a, const std::vector<Ask> &asks) {
       const Received &r = inbox[next];
       for (const CtrlMsg &reply : r.msgs) {
         if (reply.type == MsgType{}) break;
-        std::size_t i = 0;
-        while (i < n && (answered[i] || asks[i].holder != r.holder || sent[i].request != reply.request)) ++i;
-        if (i < n) {
+        // This call numbered its requests consecutively: a reply names its ask directly (a scan
+        // made a batch of k keys cost O(k^2)).
+        const std::uint64_t i = reply.request - sent.front().request; // an older one wraps out of range
+        if (i < n && !answered[i] && asks[i].holder == r.holder && sent[i].request == reply.request) {
           out[i] = reply;
           answered[i] = true;
           --owed[r.holder];

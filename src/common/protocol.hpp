@@ -116,8 +116,11 @@ struct CtrlMsg {
 // requests to one holder into as few messages as it can (a batch of 512 keys would otherwise
 // cost a message each, served one at a time), and a helper answers what it served from one
 // message in one message. Receivers post buffers of kMaxPack entries with type 0 and read
-// entries up to the first that is still 0 (MsgType starts at 1).
-inline constexpr std::size_t kMaxPack = 32;
+// entries up to the first that is still 0 (MsgType starts at 1). 28 entries (4,032 bytes) keep a
+// full message under Open MPI's shared-memory eager limit (btl_sm_eager_limit, 4,096 bytes with
+// its header): 32 made every full message a rendezvous, one more exchange.
+inline constexpr std::size_t kMaxPack = 28;
+static_assert(kMaxPack * sizeof(CtrlMsg) <= 4096 - 64, "a full control message must stay eager over shared memory");
 
 // A reply to `msg`: it names the same slot, echoes the request number and keeps the tag it is
 // sent on, so that a reply deferred by its holder still finds its agent.
