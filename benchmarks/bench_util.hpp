@@ -109,10 +109,17 @@ struct RawWindow {
   MPI_Win win = MPI_WIN_NULL;
   std::vector<char> mem;
   std::vector<MPI_Aint> addr;
-  explicit RawWindow(std::size_t bytes) : mem(bytes + 64) {
+  // cache_regions: the store's setting; false is Open MPI's default, for comparison.
+  explicit RawWindow(std::size_t bytes, bool cache_regions = true) : mem(bytes + 64) {
     int p = 0;
     MPI_Comm_size(MPI_COMM_WORLD, &p);
-    ok(MPI_Win_create_dynamic(MPI_INFO_NULL, MPI_COMM_WORLD, &win), "MPI_Win_create_dynamic");
+    // The same region-table cache as the store's window (src/transport/rma.cpp): raw MPI at
+    // its best on this MPI.
+    MPI_Info info;
+    ok(MPI_Info_create(&info), "MPI_Info_create");
+    ok(MPI_Info_set(info, "cache_dynamic_regions", cache_regions ? "true" : "false"), "MPI_Info_set");
+    ok(MPI_Win_create_dynamic(info, MPI_COMM_WORLD, &win), "MPI_Win_create_dynamic");
+    MPI_Info_free(&info);
     ok(MPI_Win_set_errhandler(win, MPI_ERRORS_RETURN), "MPI_Win_set_errhandler");
     ok(MPI_Win_attach(win, mem.data(), static_cast<MPI_Aint>(mem.size())), "MPI_Win_attach");
     MPI_Aint a;

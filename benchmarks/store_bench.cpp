@@ -231,6 +231,8 @@ struct Row {
   double off_median = 0; // the same point with detection off, if measured
   const char *recovery = "global";
   double global_median = 0; // localized rows of --op variants: the global store's median
+  Stats pingpong{};         // idle put/get rows: a message round trip to the first holder
+  Stats raw_uncached{};     // idle put/get rows: raw MPI without the region-table cache
 };
 
 void emit(const Row &r) {
@@ -243,6 +245,11 @@ void emit(const Row &r) {
               r.op.c_str(), r.size, r.replicas, r.np, r.scenario.c_str(), r.reps, r.store.median, r.store.p99,
               r.raw.median, r.raw.p99, ratio, mb / (r.store.median * 1e-6), mb / (r.raw.median * 1e-6),
               ratio > 0 ? 1.0 / ratio : 0.0);
+  if (r.pingpong.median > 0)
+    std::printf(",\"pingpong_us\":%.3f,\"vs_pingpong\":%.3f,\"raw_vs_pingpong\":%.3f,\"raw_uncached_us\":%.3f,"
+                "\"raw_uncached_vs_pingpong\":%.3f",
+                r.pingpong.median, r.store.median / r.pingpong.median, r.raw.median / r.pingpong.median,
+                r.raw_uncached.median, r.raw_uncached.median / r.pingpong.median);
   if (r.scenario == "busy")
     std::printf(",\"idle_median_us\":%.3f,\"busy_vs_idle\":%.3f", r.idle_median, r.store.median / r.idle_median);
   std::printf(",\"detector\":\"%s\"", detector_name(r.detector));
@@ -597,6 +604,10 @@ int main(int argc, char **argv) {
       if (o == "put" || o == "get") return true;
     return false;
   }();
+  // Raw MPI as Open MPI does it by default, re-reading the target's region table before every
+  // operation (scripts/openmpi-patches/0011): what the region cache saves, in the same run.
+  std::unique_ptr<RawWindow> uncached;
+  if (want) uncached = std::make_unique<RawWindow>(max_size, false);
 
   for (int r : opt.replicas) {
     for (int det : opt.detectors) {
@@ -637,13 +648,14 @@ int main(int argc, char **argv) {
           double idle_median = 0;
           for (const std::string &scenario : opt.scenarios) {
             Row row{op, scenario, size, r, np, reps, {}, {}, 0, det, 0};
-            std::vector<double> ts, tr;
+            std::vector<double> ts, tr, tp, tu;
             if (scenario == "idle") {
               MPI_Barrier(MPI_COMM_WORLD);
               if (rank == 0) {
                 for (int pass = 0; pass < 2; ++pass) { // pass 0 warms up
                   ts.clear();
                   tr.clear();
+                  tu.clear();
                   for (int i = 0; i < reps; ++i) {
                     double t0 = now_us();
                     once();
@@ -653,8 +665,42 @@ int main(int argc, char **argv) {
                     else
                       raw.get(targets[0], rbuf.data(), size);
                     double t2 = now_us();
+                    if (op == "put")
+                      uncached->put(targets, buf.data(), size);
+                    else
+                      uncached->get(targets[0], rbuf.data(), size);
                     ts.push_back(t1 - t0);
                     tr.push_back(t2 - t1);
+                    tu.push_back(now_us() - t2);
+                  }
+                }
+              }
+              // The physical floor: one message round trip to the first holder, carrying the
+              // value one way (a put sends it, a get receives it) and an empty message back.
+              MPI_Barrier(MPI_COMM_WORLD);
+              const int peer = targets[0];
+              if (rank == 0 || rank == peer) {
+                const bool to_peer = op == "put";
+                for (int pass = 0; pass < 2; ++pass) {
+                  tp.clear();
+                  for (int i = 0; i < reps; ++i) {
+                    const double t0 = now_us();
+                    if (rank == 0) {
+                      RawWindow::ok(
+                          MPI_Send(buf.data(), to_peer ? static_cast<int>(size) : 0, MPI_BYTE, peer, 7, MPI_COMM_WORLD),
+                          "MPI_Send");
+                      RawWindow::ok(MPI_Recv(rbuf.data(), static_cast<int>(rbuf.size()), MPI_BYTE, peer, 7,
+                                             MPI_COMM_WORLD, MPI_STATUS_IGNORE),
+                                    "MPI_Recv");
+                    } else {
+                      RawWindow::ok(MPI_Recv(rbuf.data(), static_cast<int>(rbuf.size()), MPI_BYTE, 0, 7, MPI_COMM_WORLD,
+                                             MPI_STATUS_IGNORE),
+                                    "MPI_Recv");
+                      RawWindow::ok(
+                          MPI_Send(buf.data(), to_peer ? 0 : static_cast<int>(size), MPI_BYTE, 0, 7, MPI_COMM_WORLD),
+                          "MPI_Send");
+                    }
+                    tp.push_back(now_us() - t0);
                   }
                 }
               }
@@ -683,6 +729,8 @@ int main(int argc, char **argv) {
               row.store = stats(ts);
               if (scenario == "idle") {
                 row.raw = stats(tr);
+                row.pingpong = stats(tp);
+                row.raw_uncached = stats(tu);
                 idle_median = row.store.median;
               } else {
                 // The raw baseline of a busy target waits for the whole compute phase (no helper);
@@ -974,6 +1022,7 @@ int main(int argc, char **argv) {
     }
   }
 
+  uncached.reset();
   if (std::find(opt.ops.begin(), opt.ops.end(), "key-memory") != opt.ops.end()) run_key_memory(opt, rank, np);
 
   if (std::find(opt.ops.begin(), opt.ops.end(), "pause") != opt.ops.end()) {
