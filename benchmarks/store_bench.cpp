@@ -396,13 +396,15 @@ void run_failure(const Options &opt, RawWindow &raw, int rank, int np) {
                 "per_rank\":%d,"
                 "\"detect_ms_median\":%.2f,\"detect_ms_max\":%.2f,\"recover_ms\":%.2f,\"shrink_ms\":%.2f,"
                 "\"window_ms\":%.2f,\"rereplicate_ms\":%.2f,\"kill_to_recovered_ms\":%.2f,\"bytes_lost\":%llu,"
-                "\"bytes_moved\":%llu,\"keys_repaired\":%llu,\"keys\":%llu,\"raw_bw_MiBps\":%.0f,"
+                "\"bytes_moved\":%llu,\"bytes_quarantined\":%llu,\"keys_repaired\":%llu,\"keys\":%llu,"
+                "\"raw_bw_MiBps\":%.0f,"
                 "\"lost_at_raw_bw_ms\":%.2f,\"goal_ms\":%.2f,\"within_goal\":%s}\n",
                 np, dead, opt.host_loss ? "true" : "false", cfg.replicas, detector_name(cfg.detector), opt.mib,
                 detect_med, detect_max, rep.total_seconds * 1e3, rep.shrink_seconds * 1e3, rep.window_seconds * 1e3,
                 rep.rereplicate_seconds * 1e3, worst_total, (unsigned long long)rep.bytes_lost,
-                (unsigned long long)rep.bytes_moved, (unsigned long long)rep.keys_repaired,
-                (unsigned long long)rep.keys, raw_bw, lost_ms, goal_ms, worst_total <= goal_ms ? "true" : "false");
+                (unsigned long long)rep.bytes_moved, (unsigned long long)rep.bytes_quarantined,
+                (unsigned long long)rep.keys_repaired, (unsigned long long)rep.keys, raw_bw, lost_ms, goal_ms,
+                worst_total <= goal_ms ? "true" : "false");
     std::fflush(stdout);
   }
   store_finalize(&s);

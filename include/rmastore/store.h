@@ -709,6 +709,10 @@ typedef struct store_recovery {
   /** Values of interrupted transactions completed (committed, rolled forward) and discarded
    *  (not committed, rolled back), counted per key. */
   uint64_t tx_rolled_forward, tx_rolled_back;
+  /** Bytes copied within survivors, before re-replication, out of the slots a failed process
+   *  held a write grant or lock for (it may have had a put in flight): each such copy moves to
+   *  fresh memory, and the old memory is never reused. Not part of bytes_moved. */
+  uint64_t bytes_quarantined;
 } store_recovery_t;
 
 /** Fills *report with its struct_size. Local. */

@@ -181,7 +181,7 @@ SlotAllocator::Block SlotAllocator::allocate(std::size_t need, std::uint64_t key
   return b;
 }
 
-void SlotAllocator::copy_value(const Block &from, const Block &to) {
+std::size_t SlotAllocator::copy_value(const Block &from, const Block &to) {
   SlotHeader h = load_header(from.base);
   std::size_t length = 0;
   if (h.version != kNoVersion && h.length <= from.capacity && h.length <= to.capacity) length = h.length;
@@ -191,6 +191,7 @@ void SlotAllocator::copy_value(const Block &from, const Block &to) {
     h.checksum = header_checksum(h);
   }
   copy_to_window(to.base + kWriterOffset, reinterpret_cast<const std::byte *>(&h) + kWriterOffset, kWriterBytes);
+  return kHeaderBytes + length;
 }
 
 void SlotAllocator::release(Block b) {

@@ -76,7 +76,7 @@ void SlotStore::grow_locked(const SlotId &id, Block &block, std::size_t need) {
 
 void SlotStore::quarantine_locked(const SlotId &id, Block &block, std::size_t need) {
   Block fresh = allocator_->allocate(std::max<std::size_t>(need, block.capacity), id.key, id.ns);
-  SlotAllocator::copy_value(block, fresh);
+  quarantined_bytes_ += SlotAllocator::copy_value(block, fresh);
   owner_of(fresh.base).store(owner_of(block.base).load());
   owner_of(block.base).store(kSlotRetired);
   quarantined_.push_back(block);

@@ -114,6 +114,8 @@ public:
   // Counts value copies from the allocator's directory, without the mutex.
   void count(store_info_t &out) const;
   std::uint64_t enlargements_served() const { return enlargements_served_.load(); }
+  // Bytes copied to quarantine slots since the store began (header and value of each).
+  std::uint64_t quarantined_bytes() const { return quarantined_bytes_.load(); }
   // Empties the store; its memory goes with the window (finalize).
   void clear();
   // Leaves the memory to MPI_Finalize: the window it is attached to was not freed.
@@ -127,6 +129,7 @@ private:
   std::unique_ptr<SlotAllocator> allocator_;
   Table table_;
   std::atomic<std::uint64_t> enlargements_served_{0};
+  std::atomic<std::uint64_t> quarantined_bytes_{0};
   // Slots a failed process could still write into (its data may be in flight): never reused.
   std::vector<Block> quarantined_;
 };

@@ -21,6 +21,7 @@ Rereplication::Rereplication(Core &core)
     : c_(core), view_(core.membership.view()), n_(static_cast<std::size_t>(core.rt.size)) {}
 
 void Rereplication::run(store_recovery_t &report, std::vector<store_key_t> &all_lost, bool nobody_lost) {
+  const std::uint64_t quarantined_before = c_.holder.slots.quarantined_bytes();
   if (nobody_lost) {
     // Slot locks still go: a repair thread stopped by the recovery may have held some.
     c_.holder.locks.reset();
@@ -28,6 +29,7 @@ void Rereplication::run(store_recovery_t &report, std::vector<store_key_t> &all_
     c_.holder.reset_after_failures();
     c_.cache.clear();
   }
+  quarantined_ = c_.holder.slots.quarantined_bytes() - quarantined_before;
   const auto reports = gather();
   const std::map<std::uint64_t, std::uint64_t> committed = commits(reports);
   const CommittedFn is_committed = [&](std::uint32_t writer, std::uint64_t tx) {
@@ -220,8 +222,8 @@ void Rereplication::carry_out(const Buffers &my_orders) {
 }
 
 void Rereplication::totals(store_recovery_t &report, std::vector<store_key_t> &all_lost) {
-  std::uint64_t mine[6] = {bytes_moved_, bytes_lost_, keys_, repaired_, forward_, back_}, sum[6] = {};
-  check_recovery(MPI_Allreduce(mine, sum, 6, MPI_UINT64_T, MPI_SUM, c_.rt.comm), "MPI_Allreduce");
+  std::uint64_t mine[7] = {bytes_moved_, bytes_lost_, keys_, repaired_, forward_, back_, quarantined_}, sum[7] = {};
+  check_recovery(MPI_Allreduce(mine, sum, 7, MPI_UINT64_T, MPI_SUM, c_.rt.comm), "MPI_Allreduce");
   all_lost = allgatherv(c_.rt.comm, lost_);
   std::sort(all_lost.begin(), all_lost.end());
   report.bytes_moved = sum[0];
@@ -231,6 +233,7 @@ void Rereplication::totals(store_recovery_t &report, std::vector<store_key_t> &a
   report.lost_count = all_lost.size();
   report.tx_rolled_forward = sum[4];
   report.tx_rolled_back = sum[5];
+  report.bytes_quarantined = sum[6];
 }
 
 } // namespace rmastore::internal

@@ -79,6 +79,7 @@ private:
   std::vector<store_key_t> lost_;
   std::map<std::uint64_t, std::vector<int>> recorded_; // key -> ranks that reported a record of it
   std::uint64_t bytes_lost_ = 0, bytes_moved_ = 0, keys_ = 0, repaired_ = 0, forward_ = 0, back_ = 0;
+  std::uint64_t quarantined_ = 0; // bytes this process copied out of slots a failed writer held
 };
 
 } // namespace rmastore::internal
