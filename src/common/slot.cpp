@@ -141,6 +141,10 @@ std::byte *SlotAllocator::carve(std::size_t bytes) {
     region = (region + 4095) & ~std::size_t{4095};
     void *mem = mmap(nullptr, region, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (mem == MAP_FAILED) throw std::bad_alloc();
+    // Huge pages where the kernel offers them on request (transparent_hugepage=madvise, Debian's
+    // default): a fresh slot's first write then faults once per 2 MiB, not once per 4 KiB, and
+    // recovery writes every moved and quarantined copy into fresh slots.
+    (void)madvise(mem, region, MADV_HUGEPAGE);
     try {
       attach_(mem, region);
     } catch (...) {
