@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <cstddef>
+#include <cstring>
 #include <set>
 #include <string>
 
@@ -37,4 +39,27 @@ TEST(Config, InitGivesDocumentedDefaults) {
   EXPECT_EQ(store_info_init(&i), STORE_OK);
   EXPECT_EQ(i.struct_size, sizeof i);
   EXPECT_EQ(store_info_init(nullptr), STORE_ERR_ARG);
+}
+
+// Programs built before store_recovery_init became inline call the exported
+// rmastore_store_recovery_init: it must not write past their struct, which ended before
+// bytes_quarantined.
+extern "C" store_status_t rmastore_store_recovery_init(store_recovery_t *report);
+
+TEST(Recovery, InitWritesOnlyTheCallersStruct) {
+  store_recovery_t r;
+  std::memset(&r, 0xab, sizeof r);
+  ASSERT_EQ(store_recovery_init(&r), STORE_OK);
+  EXPECT_EQ(r.struct_size, sizeof r);
+  EXPECT_EQ(r.bytes_quarantined, 0u);
+
+  std::memset(&r, 0xab, sizeof r);
+  ASSERT_EQ(rmastore_store_recovery_init(&r), STORE_OK);
+  EXPECT_EQ(r.struct_size, offsetof(store_recovery_t, bytes_quarantined));
+  EXPECT_EQ(r.tx_rolled_back, 0u);
+  EXPECT_EQ(r.bytes_quarantined, 0xababababababababull) << "wrote past an older caller's struct";
+
+  EXPECT_EQ(store_recovery_init_size(&r, sizeof r + 8), STORE_ERR_ARG);
+  EXPECT_EQ(store_recovery_init_size(&r, 4), STORE_ERR_ARG);
+  EXPECT_EQ(store_recovery_init_size(nullptr, sizeof r), STORE_ERR_ARG);
 }

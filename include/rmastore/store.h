@@ -97,7 +97,7 @@ extern "C" {
 #define store_tx_begin rmastore_store_tx_begin
 #define store_tx_commit rmastore_store_tx_commit
 #define store_tx_abort rmastore_store_tx_abort
-#define store_recovery_init rmastore_store_recovery_init
+#define store_recovery_init_size rmastore_store_recovery_init_size
 #define store_last_recovery rmastore_store_last_recovery
 #define store_info_init rmastore_store_info_init
 #define store_get_info rmastore_store_get_info
@@ -709,14 +709,26 @@ typedef struct store_recovery {
   /** Values of interrupted transactions completed (committed, rolled forward) and discarded
    *  (not committed, rolled back), counted per key. */
   uint64_t tx_rolled_forward, tx_rolled_back;
-  /** Bytes copied within survivors, before re-replication, out of the slots a failed process
-   *  held a write grant or lock for (it may have had a put in flight): each such copy moves to
-   *  fresh memory, and the old memory is never reused. Not part of bytes_moved. */
+  /** Bytes copied within survivors out of the slots a failed process held a write grant or
+   *  lock for (it may have had a put in flight): each such copy moves to fresh memory, and the
+   *  old memory is never reused. Since the previous successful store_recover (or store_init):
+   *  in the localized variant this includes the repairs done in the background. Not part of
+   *  bytes_moved. */
   uint64_t bytes_quarantined;
 } store_recovery_t;
 
-/** Fills *report with its struct_size. Local. */
-store_status_t store_recovery_init(store_recovery_t *report) RMASTORE_NAME(store_recovery_init);
+/** Zeroes the first `size` bytes of *report and sets struct_size = size (at least
+ *  sizeof(size_t), at most the library's sizeof(store_recovery_t): else STORE_ERR_ARG). Local.
+ *  Code without this header (dlsym, Fortran's bind(C)) calls rmastore_store_recovery_init_size
+ *  with the size of its own declaration of the struct. */
+store_status_t store_recovery_init_size(store_recovery_t *report, size_t size) RMASTORE_NAME(store_recovery_init_size);
+
+/** Fills *report with zeros and the struct_size of the header the caller compiles against.
+ *  Inline, so that a program built against an older header, with a shorter struct, never has
+ *  the library write past its end. Local. */
+static inline store_status_t store_recovery_init(store_recovery_t *report) {
+  return store_recovery_init_size(report, sizeof *report);
+}
 
 /** Describes the last successful store_recover on this process. Local.
  *  Localized variant: what store_recover did if it was called, else zeros; lost_count and

@@ -431,11 +431,18 @@ store_status_t store_tx_abort(store_t store) {
   });
 }
 
-store_status_t store_recovery_init(store_recovery_t *report) {
-  if (report == nullptr) return STORE_ERR_ARG;
-  std::memset(report, 0, sizeof *report);
-  report->struct_size = sizeof *report;
+store_status_t store_recovery_init_size(store_recovery_t *report, size_t size) {
+  if (report == nullptr || size < sizeof(size_t) || size > sizeof(store_recovery_t)) return STORE_ERR_ARG;
+  std::memset(report, 0, size);
+  report->struct_size = size;
   return STORE_OK;
+}
+
+// The exported init of programs built before store_recovery_init became inline: their struct
+// ends before bytes_quarantined, and the library must not write past it.
+store_status_t rmastore_store_recovery_init(store_recovery_t *report);
+store_status_t rmastore_store_recovery_init(store_recovery_t *report) {
+  return store_recovery_init_size(report, offsetof(store_recovery_t, bytes_quarantined));
 }
 
 store_status_t store_last_recovery(store_t store, store_recovery_t *report) {
