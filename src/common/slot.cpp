@@ -195,7 +195,7 @@ std::size_t SlotAllocator::copy_value(const Block &from, const Block &to) {
     h.checksum = header_checksum(h);
   }
   copy_to_window(to.base + kWriterOffset, reinterpret_cast<const std::byte *>(&h) + kWriterOffset, kWriterBytes);
-  return kHeaderBytes + length;
+  return kWriterBytes + length;
 }
 
 void SlotAllocator::release(Block b) {

@@ -279,7 +279,7 @@ public:
   // The allocating thread only (or with the allocation serialised, as the slot table's lock does).
   const std::vector<Region> &regions() const { return regions_; }
   // Copies the current value of `from` (header and value) into the first half of `to`, which
-  // must be large enough. Used when a slot moves. Returns the bytes copied.
+  // must be large enough. Used when a slot moves. Returns the bytes written (header part and value).
   static std::size_t copy_value(const Block &from, const Block &to);
   // Any thread, without the lock that serialises allocation.
   std::size_t attached_bytes() const { return attached_bytes_.load(std::memory_order_relaxed); }

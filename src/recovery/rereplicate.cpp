@@ -20,8 +20,8 @@ constexpr std::uint32_t kRecordNs = 0xff;
 Rereplication::Rereplication(Core &core)
     : c_(core), view_(core.membership.view()), n_(static_cast<std::size_t>(core.rt.size)) {}
 
-void Rereplication::run(store_recovery_t &report, std::vector<store_key_t> &all_lost, bool nobody_lost) {
-  const std::uint64_t quarantined_before = c_.holder.slots.quarantined_bytes();
+void Rereplication::run(store_recovery_t &report, std::vector<store_key_t> &all_lost, bool nobody_lost,
+                        std::uint64_t quarantined_before) {
   if (nobody_lost) {
     // Slot locks still go: a repair thread stopped by the recovery may have held some.
     c_.holder.locks.reset();
@@ -29,6 +29,8 @@ void Rereplication::run(store_recovery_t &report, std::vector<store_key_t> &all_
     c_.holder.reset_after_failures();
     c_.cache.clear();
   }
+  // Since the last recovery that succeeded: earlier attempts of this one, and the localized
+  // variant's repairs in the background, quarantined too.
   quarantined_ = c_.holder.slots.quarantined_bytes() - quarantined_before;
   const auto reports = gather();
   const std::map<std::uint64_t, std::uint64_t> committed = commits(reports);

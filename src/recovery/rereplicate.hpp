@@ -31,7 +31,10 @@ public:
   // Fills the report's re-replication fields and the sorted keys lost, on every survivor alike.
   // `nobody_lost`: every process of the old communicator survived, with the same ranks; the
   // write grants and the key cache stay valid then, and are kept.
-  void run(store_recovery_t &report, std::vector<store_key_t> &all_lost, bool nobody_lost);
+  // quarantined_before: this process's SlotStore::quarantined_bytes() after the last
+  // store_recover that succeeded (0 before any).
+  void run(store_recovery_t &report, std::vector<store_key_t> &all_lost, bool nobody_lost,
+           std::uint64_t quarantined_before);
 
   // What a survivor holds, reported to the key's coordinator.
   struct Report {

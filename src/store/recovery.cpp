@@ -96,7 +96,7 @@ store_status_t Store::recover(MPI_Comm *new_comm) {
     RMASTORE_FAULT_POINT("recover.after_window");
     const std::int64_t r0 = monotonic_ns();
     // The window was kept only if no process was lost (shrink_and_agree).
-    Rereplication(c).run(report, all_lost, keep_window);
+    Rereplication(c).run(report, all_lost, keep_window, quarantined_reported_);
     rerep_s = seconds_since(r0);
     RMASTORE_FAULT_POINT("recover.after_rereplicate");
     if (new_comm != nullptr) {
@@ -149,6 +149,7 @@ store_status_t Store::recover(MPI_Comm *new_comm) {
   last_recovery_ = report;
   members_ = c.rt.size;
   recover_attempts_ = 0;
+  quarantined_reported_ = c.holder.slots.quarantined_bytes();
   return STORE_OK;
 }
 

@@ -194,9 +194,10 @@ private:
   bool finalized_ = false;
   // A store_recover began and has not yet returned STORE_OK: the runtime may be half rebuilt.
   bool recover_pending_ = false;
-  int recover_attempts_ = 0;          // store_recover calls since the last that returned STORE_OK
-  std::int64_t first_attempt_ns_ = 0; // when the first of them began
-  int members_ = 0;                   // processes after store_init or the last successful recovery
+  int recover_attempts_ = 0;               // store_recover calls since the last that returned STORE_OK
+  std::int64_t first_attempt_ns_ = 0;      // when the first of them began
+  std::uint64_t quarantined_reported_ = 0; // SlotStore::quarantined_bytes() at the last STORE_OK
+  int members_ = 0;                        // processes after store_init or the last successful recovery
   bool tx_open_ = false;
   TxValues tx_values_;
   store_recovery_t last_recovery_{};
