@@ -9,7 +9,8 @@
  *   2. rank 1 makes no MPI call for DELAY; rank 0's MPI_Rput to a cached address must return
  *      within DELAY / 2. Over btl/tcp only the target's own progress answers a read, so a
  *      put that reads the table first waits for the whole DELAY;
- *   3. rank 1 attaches new memory; a put there must land (a miss reads the table again);
+ *   3. rank 1 attaches new memory; a put there must land (a miss reads the table again), and
+ *      so must one to the first memory, whose table entry the attach may have moved;
  *   4. a put to an address rank 1 never attached must fail with MPI_ERR_RMA_RANGE;
  *   5. rank 1 checks every value.
  * With the argument "uncached" the key is not set, and step 2 must wait for the target: the premise
@@ -69,8 +70,9 @@ int main(int argc, char **argv) {
   MPI_Info_free(&info);
   if (rc != MPI_SUCCESS) return fail(rank, "MPI_Win_create_dynamic", rc);
   MPI_Win_set_errhandler(win, MPI_ERRORS_RETURN);
-  static uint64_t mem[512];
-  static uint64_t fresh[512];
+  /* Page-aligned, so that attaching `mem` (whole pages) never covers `fresh`. */
+  static uint64_t mem[512] __attribute__((aligned(4096)));
+  static uint64_t fresh[512] __attribute__((aligned(4096)));
   MPI_Win_attach(win, mem, sizeof mem);
   MPI_Aint base;
   MPI_Get_address(mem, &base);
@@ -92,6 +94,8 @@ int main(int argc, char **argv) {
   double waited = 0;
   if (rank == target) usleep((useconds_t)(delay * 1e6));
   if (rank == 0) {
+    /* Until the target has surely left the barrier, its progress could answer a read. */
+    usleep((useconds_t)(delay * 0.1e6));
     const double t0 = MPI_Wtime();
     rc = MPI_Rput(&second, 1, MPI_UINT64_T, target, bases[target] + 8, 1, MPI_UINT64_T, win, &req);
     waited = MPI_Wtime() - t0;
@@ -130,6 +134,10 @@ int main(int argc, char **argv) {
     rc = MPI_Put(&third, 1, MPI_UINT64_T, target, fresh_base, 1, MPI_UINT64_T, win);
     if (rc == MPI_SUCCESS) rc = MPI_Win_flush(target, win);
     if (rc != MPI_SUCCESS) return fail(rank, "a put to newly attached memory", rc);
+    /* The first region again, whose entry the attach may have moved in the table. */
+    rc = MPI_Put(&third, 1, MPI_UINT64_T, target, bases[target] + 16, 1, MPI_UINT64_T, win);
+    if (rc == MPI_SUCCESS) rc = MPI_Win_flush(target, win);
+    if (rc != MPI_SUCCESS) return fail(rank, "a put to the first region after the attach", rc);
 
     g_stage = "a put to an unattached address";
     /* 1 GiB past the attached memory: attached by nobody. */
@@ -143,10 +151,11 @@ int main(int argc, char **argv) {
 
   if (rank == target) {
     char text[256];
-    if (mem[0] != first || mem[1] != second || fresh[0] != third) {
-      snprintf(text, sizeof text, "values 0x%llx 0x%llx 0x%llx, expected 0x%llx 0x%llx 0x%llx",
+    if (mem[0] != first || mem[1] != second || fresh[0] != third || mem[2] != third) {
+      snprintf(text, sizeof text, "values 0x%llx 0x%llx 0x%llx 0x%llx, expected 0x%llx 0x%llx 0x%llx 0x%llx",
                (unsigned long long)mem[0], (unsigned long long)mem[1], (unsigned long long)fresh[0],
-               (unsigned long long)first, (unsigned long long)second, (unsigned long long)third);
+               (unsigned long long)mem[2], (unsigned long long)first, (unsigned long long)second,
+               (unsigned long long)third, (unsigned long long)third);
       return verdict(rank, text);
     }
   }
