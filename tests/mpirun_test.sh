@@ -20,9 +20,36 @@ trap 'rm -rf "$dir"' EXIT
 # shellcheck source=scripts/launch.sh
 source "$(dirname "$0")/../scripts/launch.sh"
 rmastore_launch "$mpirun"
+# A test about to time out prints every thread's stack of each of its ranks first (gdb), so that
+# a hang seen once, in CI say, shows where it hung. Its ranks: processes of the test's executable
+# whose environment names this test's verdict directory.
+exe=$(readlink -f "$1")
+dump_at=$((limit - (limit / 8 > 10 ? limit / 8 : 10)))
+dump_stacks() {
+  echo "mpirun_test: ${dump_at}s of ${limit}s passed: the stacks of every rank still running"
+  for proc in /proc/[0-9]*; do
+    [ "$(readlink "$proc/exe" 2>/dev/null)" = "$exe" ] || continue
+    tr '\0' '\n' <"$proc/environ" 2>/dev/null | grep -qx "RMASTORE_TEST_VERDICT_DIR=$dir" || continue
+    echo "== pid ${proc#/proc/}"
+    timeout 20 gdb -p "${proc#/proc/}" -batch -nx -ex 'thread apply all bt 25' 2>&1 | grep -E '^(Thread|#)'
+  done
+}
+if [ "$dump_at" -gt 0 ] && command -v gdb >/dev/null; then
+  (
+    sleep "$dump_at" </dev/null >/dev/null 2>&1 &
+    echo $! >"$dir/watch.sleep"
+    wait $! && dump_stacks
+  ) &
+  watch=$!
+fi
 RMASTORE_TEST_VERDICT_DIR=$dir timeout --kill-after=10 "$limit" "${RMASTORE_LAUNCH[@]}" -n "$np" "$@" 2>&1 |
   rmastore_filter_noise | tee "$dir/output"
 rc=${PIPESTATUS[0]}
+if [ -n "${watch:-}" ]; then
+  kill "$watch" 2>/dev/null
+  kill "$(cat "$dir/watch.sleep" 2>/dev/null)" 2>/dev/null
+  wait "$watch" 2>/dev/null
+fi
 # A sanitizer's report fails the test even if every rank passed (ThreadSanitizer reports and
 # goes on: its exit code is lost behind mpirun's).
 if grep -q -a -e '^WARNING: ThreadSanitizer' -e '^==[0-9]*==ERROR: AddressSanitizer' "$dir/output"; then
