@@ -112,6 +112,23 @@ TEST(Decide, ClassifyCopy) {
   EXPECT_EQ(classify_copy(header(), slot, 64, 5, Ns::kValue), CopyState::kTorn);
 }
 
+TEST(Decide, ClassifySummedCopy) {
+  constexpr std::uint64_t kCap = 32 * 1024;
+  std::vector<std::byte> mem(kHeaderBytes + 2 * kCap + 64);
+  std::byte *slot = mem.data() + (64 - reinterpret_cast<std::uintptr_t>(mem.data()) % 64) % 64;
+  SlotHeader h = empty_header(kCap, 5, Ns::kValue);
+  h.version = 3;
+  h.length = kInPlaceLimit + 1;
+  h.flags = make_flags(kFlagSummed | kFlagHalfB, Ns::kValue);
+  std::byte *value = slot + value_offset(h, kCap);
+  std::memset(value, 0x33, h.length);
+  h.checksum = copy_checksum(h, value);
+  std::memcpy(slot, &h, sizeof h);
+  EXPECT_EQ(classify_copy(h, slot, kCap, 5, Ns::kValue), CopyState::kComplete);
+  value[h.length - 1] = std::byte{0}; // the last byte of a value still arriving
+  EXPECT_EQ(classify_copy(h, slot, kCap, 5, Ns::kValue), CopyState::kTorn);
+}
+
 TEST(Decide, NewerTombstoneDeletesOlderValueSurvivesOlderTombstone) {
   // A delete that stopped half-way: one holder has its tombstone, the other the old value.
   SlotDecision d = decide_slot(true, {0, 1}, {complete(0, 3), tombstone(1, 4)}, {}, true, kNone);

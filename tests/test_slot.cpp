@@ -160,6 +160,78 @@ TEST(SlotBuffered, AcceptsOnlyTwoIdenticalValidHeaders) {
   EXPECT_FALSE(slot_valid(h, v.data()));
 }
 
+// A summed double-buffered copy is validated by its header and value alone: no second header.
+TEST(SlotSummed, HeaderAndValueValidateEachOther) {
+  SlotHeader h{};
+  h.capacity = 1 << 17;
+  h.key = 2;
+  h.version = 7;
+  h.length = kInPlaceLimit + 100;
+  h.flags = make_flags(kFlagSummed | kFlagHalfB, Ns::kValue);
+  ASSERT_TRUE(summed_length(h.length));
+  std::vector<unsigned char> v(h.length);
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<unsigned char>(i * 31);
+  h.checksum = copy_checksum(h, v.data());
+  EXPECT_EQ(h.checksum, slot_checksum(h, v.data()));
+  EXPECT_EQ(h.checksum, slot_checksum_of_sum(h, value_sum(v.data(), v.size())));
+  EXPECT_TRUE(summed_valid(h, v.data()));
+  EXPECT_FALSE(buffered_valid(h, h)) << "its checksum is not the header's";
+  EXPECT_FALSE(slot_valid(h, v.data())) << "an in-place reader never accepts it";
+  for (std::size_t i : {std::size_t{0}, std::size_t{4096}, v.size() - 1}) {
+    std::vector<unsigned char> w = v;
+    w[i] ^= 1; // a byte of a later put into the same half
+    EXPECT_FALSE(summed_valid(h, w.data())) << "value byte " << i;
+  }
+  for (std::size_t byte = kWriterOffset; byte < kHeaderBytes; ++byte) {
+    SlotHeader torn = h;
+    reinterpret_cast<unsigned char *>(&torn)[byte] ^= 0x40;
+    EXPECT_FALSE(summed_valid(torn, v.data())) << "a torn header byte " << byte << " passed";
+  }
+  SlotHeader g = h;
+  g.owner = kSlotRetired;
+  EXPECT_FALSE(summed_valid(g, v.data()));
+  g = h;
+  g.owner = lock_word(3, 0, 0);
+  EXPECT_TRUE(summed_valid(g, v.data())) << "the lock word is not the writer's";
+  // Unsummed copies, and lengths outside the summed range, are never accepted as summed.
+  g = h;
+  g.flags = make_flags(kFlagHalfB, Ns::kValue);
+  g.checksum = header_checksum(g);
+  EXPECT_EQ(copy_checksum(g, nullptr), g.checksum);
+  EXPECT_FALSE(summed_valid(g, v.data()));
+  std::vector<unsigned char> big(kSummedLimit + 1, 1);
+  g = h;
+  g.length = big.size();
+  g.checksum = slot_checksum(g, big.data());
+  EXPECT_FALSE(summed_length(g.length));
+  EXPECT_FALSE(summed_valid(g, big.data()));
+}
+
+TEST(SlotSummed, CopyValueKeepsValidCopiesValidAndTornOnesTorn) {
+  SlotAllocator a(64, 1 << 20, [](void *, std::size_t) {});
+  for (const bool torn : {false, true}) {
+    auto from = a.allocate(1 << 16, 5, Ns::kValue);
+    SlotHeader h{};
+    h.capacity = from.capacity;
+    h.key = 5;
+    h.version = 3;
+    h.length = 40000;
+    h.flags = make_flags(kFlagHalfB | kFlagSummed, Ns::kValue);
+    std::vector<std::byte> v(h.length, std::byte{0x5a});
+    h.checksum = slot_checksum(h, v.data());
+    std::memcpy(from.base, &h, sizeof h);
+    std::memcpy(from.base + value_offset(h, from.capacity), v.data(), v.size());
+    if (torn) from.base[value_offset(h, from.capacity) + 7] = std::byte{0};
+    auto to = a.allocate(1 << 17, 5, Ns::kValue);
+    SlotAllocator::copy_value(from, to);
+    SlotHeader g;
+    std::memcpy(&g, to.base, sizeof g);
+    EXPECT_EQ(value_offset(g, to.capacity), kHeaderBytes);
+    EXPECT_TRUE(slot_summed(g));
+    EXPECT_EQ(summed_valid(g, to.base + kHeaderBytes), !torn) << (torn ? "a torn copy was blessed" : "");
+  }
+}
+
 TEST(SlotBuffered, ValueOffsetFollowsTheHeader) {
   SlotHeader h{};
   EXPECT_EQ(value_offset(h, 1 << 16), kHeaderBytes);

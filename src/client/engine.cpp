@@ -238,12 +238,20 @@ std::vector<Copy> Engine::write_copies(Agent &a, const std::vector<Copy> &copies
       half_b[i] = !hcs[i].half_b;
       write(hcs[i], kHeaderBytes + (half_b[i] ? hcs[i].capacity : 0), buf, len);
     }
+    // The headers' checksums are computed while the value is on its way.
+    SlotHeader ha = h, hb = h;
+    if (summed_length(len)) ha.flags |= kFlagSummed;
+    hb.flags = ha.flags | kFlagHalfB;
+    if (slot_summed(ha)) {
+      const std::uint64_t sum = value_sum(buf, len);
+      ha.checksum = slot_checksum_of_sum(ha, sum);
+      hb.checksum = slot_checksum_of_sum(hb, sum);
+    } else {
+      ha.checksum = header_checksum(ha);
+      hb.checksum = header_checksum(hb);
+    }
     complete();
     RMASTORE_FAULT_POINT("put.before_switch");
-    SlotHeader ha = h, hb = h;
-    hb.flags |= kFlagHalfB;
-    ha.checksum = header_checksum(ha);
-    hb.checksum = header_checksum(hb);
     for (std::size_t i = 0; i < hcs.size(); ++i) {
       const SlotHeader &hh = half_b[i] ? hb : ha;
       write(hcs[i], kWriterOffset, reinterpret_cast<const std::byte *>(&hh) + kWriterOffset, kWriterBytes);
@@ -394,7 +402,24 @@ ReadResult Engine::finish_read(Agent &a, const SlotId &id, const Copy &hc, const
   if (slot_lost(h)) return ReadResult::kLost;
   if (h.version == kNoVersion || h.length > h.capacity) return ReadResult::kRetry;
 
-  RequestSet rs(&a);
+  std::vector<std::byte> whole;
+  RequestSet rs(&a); // after `whole`: on unwinding it waits before the buffer goes
+  if (slot_summed(h)) {
+    // The checksum covers the value: no second look at the header. A value too large for the
+    // caller's buffer is still read whole, to validate the length it reports (at most
+    // kSummedLimit bytes).
+    if (!summed_length(h.length)) return ReadResult::kRetry;
+    void *dst = buf;
+    if (h.length > capacity) {
+      whole.resize(h.length);
+      dst = whole.data();
+    }
+    rs.get(*rt_.window, hc.holder, header_at + static_cast<MPI_Aint>(value_offset(h, hc.capacity)), dst, h.length);
+    rs.wait_all();
+    if (!summed_valid(h, dst)) return ReadResult::kRetry;
+    *len = h.length;
+    return h.length > capacity ? ReadResult::kTruncated : ReadResult::kOk;
+  }
   if (!in_place(h.length)) {
     SlotHeader again;
     if (h.length <= capacity) {

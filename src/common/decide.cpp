@@ -9,19 +9,21 @@ CopyState classify_copy(const SlotHeader &h, const std::byte *base, std::uint64_
   if (slot_empty(h)) return CopyState::kEmpty;
   if (slot_lost(h)) return CopyState::kLost;
   if (h.version == kNoVersion || h.length > capacity) return CopyState::kTorn;
-  // Double-buffered copies: the header alone is checked (the value half it names was complete
-  // before the header was written), and here nobody writes it while it is read.
-  if (!in_place(h.length)) return buffered_valid(h, h) ? CopyState::kComplete : CopyState::kTorn;
+  // Unsummed double-buffered copies: the header alone is checked (the value half it names was
+  // complete before the header was written), and here nobody writes it while it is read.
+  if (!in_place(h.length) && !slot_summed(h)) return buffered_valid(h, h) ? CopyState::kComplete : CopyState::kTorn;
+  if (slot_summed(h) && !summed_length(h.length)) return CopyState::kTorn;
   const CopyState whole = slot_deleted(h) ? CopyState::kDeleted : CopyState::kComplete;
   const std::byte *value = base + value_offset(h, capacity);
 #if defined(RMASTORE_WORDWISE_WINDOW_COPIES)
   // The ThreadSanitizer build reads window memory only word by word (slot.hpp): into a copy.
-  std::byte copy[kInPlaceLimit];
-  copy_from_window(copy, value, static_cast<std::size_t>(h.length));
-  value = copy;
+  std::vector<std::byte> copy(h.length);
+  copy_from_window(copy.data(), value, static_cast<std::size_t>(h.length));
+  value = copy.data();
 #endif
   // Elsewhere the checksum reads the slot in place: a value changing meanwhile fails it, as a
-  // copy of it would. Every lock grant comes here, so no copy of up to 16 KiB on the way.
+  // copy of it would. Every lock grant comes here, so no copy of the value on the way.
+  if (slot_summed(h)) return summed_valid(h, value) ? CopyState::kComplete : CopyState::kTorn;
   return slot_valid(h, value) ? whole : CopyState::kTorn;
 }
 

@@ -37,9 +37,21 @@ std::uint64_t header_checksum(const SlotHeader &h) {
 // header field and the value are covered, and both calls use XXH3's default secret (a seeded call
 // would derive a secret of its own for each value over 240 bytes).
 std::uint64_t slot_checksum(const SlotHeader &h, const void *value) {
+  return slot_checksum_of_sum(h, value_sum(value, static_cast<std::size_t>(h.length)));
+}
+
+std::uint64_t value_sum(const void *value, std::size_t len) {
+  return XXH3_64bits(value, len);
+}
+
+std::uint64_t slot_checksum_of_sum(const SlotHeader &h, std::uint64_t sum) {
   SlotHeader c = h;
-  c.checksum = XXH3_64bits(value, static_cast<std::size_t>(h.length));
+  c.checksum = sum;
   return XXH3_64bits(writer_part(c), kWriterBytes);
+}
+
+std::uint64_t copy_checksum(const SlotHeader &h, const void *value) {
+  return in_place(h.length) || slot_summed(h) ? slot_checksum(h, value) : header_checksum(h);
 }
 
 std::uint64_t bytes_checksum(const void *data, std::size_t len) {
@@ -60,6 +72,11 @@ bool buffered_valid(const SlotHeader &before, const SlotHeader &after) {
          before.length <= before.capacity && header_checksum(before) == before.checksum &&
          std::memcmp(reinterpret_cast<const unsigned char *>(&before) + kWriterOffset,
                      reinterpret_cast<const unsigned char *>(&after) + kWriterOffset, kWriterBytes) == 0;
+}
+
+bool summed_valid(const SlotHeader &h, const void *value) {
+  return h.version != kNoVersion && (flag_bits(h.flags) & ~kFlagHalfB) == kFlagSummed && h.owner != kSlotRetired &&
+         summed_length(h.length) && h.length <= h.capacity && slot_checksum(h, value) == h.checksum;
 }
 
 std::size_t value_offset(const SlotHeader &h, std::uint64_t capacity) {
@@ -189,10 +206,13 @@ std::size_t SlotAllocator::copy_value(const Block &from, const Block &to) {
   SlotHeader h = load_header(from.base);
   std::size_t length = 0;
   if (h.version != kNoVersion && h.length <= from.capacity && h.length <= to.capacity) length = h.length;
+  const std::byte *copied = to.base + kHeaderBytes;
   copy_within_window(to.base + kHeaderBytes, from.base + value_offset(h, from.capacity), length);
   if ((flag_bits(h.flags) & kFlagHalfB) != 0) {
+    // A copy that was not valid stays invalid: a new checksum must not bless a torn one.
+    const bool valid = length == h.length && copy_checksum(h, copied) == h.checksum;
     h.flags &= ~kFlagHalfB;
-    h.checksum = header_checksum(h);
+    if (valid) h.checksum = copy_checksum(h, copied);
   }
   copy_to_window(to.base + kWriterOffset, reinterpret_cast<const std::byte *>(&h) + kWriterOffset, kWriterBytes);
   return kWriterBytes + length;

@@ -24,9 +24,11 @@
 //     value; a reader accepts a copy only if it matches.
 //   double-buffered (larger values): the writer puts the value into the half the header does
 //     not point to, waits for completion on every copy, then puts a header pointing to it
-//     (kFlagHalfB). A dying writer leaves the old value in place. The checksum covers the
-//     header; a reader reads the header, the value, the header again, and accepts two
-//     identical, valid headers.
+//     (kFlagHalfB). A dying writer leaves the old value in place. Up to kSummedLimit the
+//     checksum covers header and value (kFlagSummed): a reader reads the header, then the value
+//     it names, and accepts them if they match, in two round trips. Above it, hashing would
+//     cost more than a round trip saves, and the checksum covers the header only: a reader
+//     reads the header, the value, the header again, and accepts two identical, valid headers.
 // A slot that was never written holds a valid empty header (version 0, length 0), so "not found"
 // is also a validated answer.
 //
@@ -69,6 +71,13 @@ inline constexpr std::size_t kInPlaceLimit = 16 * 1024;
 inline bool in_place(std::uint64_t length) {
   return length <= kInPlaceLimit;
 }
+// Double-buffered values up to this length are summed (kFlagSummed). Hashing costs about 32 ns
+// per KiB here (benchmarks/checksum_bench); a round trip costs 1-2 us over shared memory and
+// 35-40 us between the simulated hosts (docs/benchmarks.md).
+inline constexpr std::size_t kSummedLimit = 64 * 1024;
+inline bool summed_length(std::uint64_t length) {
+  return !in_place(length) && length <= kSummedLimit;
+}
 
 // Namespaces: a key's value, and internal records kept in slots like values.
 enum class Ns : std::uint8_t { kValue = 0, kPending = 1, kTxRecord = 2 };
@@ -79,6 +88,8 @@ inline constexpr std::uint64_t kFlagLost = 2;  // every copy was lost (set by re
 // A tombstone: the key was deleted at this version. An in-place copy of length 0, checksummed
 // like a value, so that it wins over older values and reads as "not found" (store_delete).
 inline constexpr std::uint64_t kFlagDeleted = 4;
+// A double-buffered copy whose checksum covers its value too (summed_length).
+inline constexpr std::uint64_t kFlagSummed = 8;
 inline constexpr std::uint64_t make_flags(std::uint64_t bits, Ns ns, std::uint64_t tx = 0) {
   return bits | (std::uint64_t(ns) << 8) | (tx << 16);
 }
@@ -214,6 +225,13 @@ inline constexpr bool lock_word_cacheable(std::uint64_t w) {
 // and value). The checksum field itself is not covered.
 std::uint64_t header_checksum(const SlotHeader &h);
 std::uint64_t slot_checksum(const SlotHeader &h, const void *value);
+// The checksum a copy with header `h` carries: slot_checksum for in-place and summed copies,
+// header_checksum for the others (`value` unused).
+std::uint64_t copy_checksum(const SlotHeader &h, const void *value);
+// slot_checksum from the value's XXH3 (value_sum), for a writer that sums one value under two
+// headers.
+std::uint64_t value_sum(const void *value, std::size_t len);
+std::uint64_t slot_checksum_of_sum(const SlotHeader &h, std::uint64_t sum);
 // XXH3 of any bytes (the durable tier's files).
 std::uint64_t bytes_checksum(const void *data, std::size_t len);
 
@@ -227,6 +245,12 @@ inline bool slot_deleted(const SlotHeader &h) {
 // Double-buffered copies: true if the headers read before and after the value show that no put
 // touched the value meanwhile.
 bool buffered_valid(const SlotHeader &before, const SlotHeader &after);
+// Summed double-buffered copies: true if `h` and the value it names (h.length bytes at
+// value_offset) form a complete, untorn copy. A value read after its header needs nothing more.
+bool summed_valid(const SlotHeader &h, const void *value);
+inline bool slot_summed(const SlotHeader &h) {
+  return (flag_bits(h.flags) & kFlagSummed) != 0;
+}
 // Where the value of a copy with header `h` starts, from the slot's header, in a slot of
 // `capacity` bytes per half.
 std::size_t value_offset(const SlotHeader &h, std::uint64_t capacity);

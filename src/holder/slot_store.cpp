@@ -122,6 +122,19 @@ ReadResult SlotStore::read_local(const SlotId &id, void *buf, std::size_t capaci
     again = load_header(block.base);
     return again;
   };
+  if (slot_summed(h)) {
+    if (!summed_length(h.length)) return ReadResult::kRetry;
+    std::vector<std::byte> whole;
+    std::byte *dst = static_cast<std::byte *>(buf);
+    if (h.length > capacity) {
+      whole.resize(h.length); // the checksum needs all of it
+      dst = whole.data();
+    }
+    copy_from_window(dst, block.base + value_offset(h, block.capacity), h.length);
+    if (!summed_valid(h, dst)) return ReadResult::kRetry;
+    *len = h.length;
+    return h.length > capacity ? ReadResult::kTruncated : ReadResult::kOk;
+  }
   if (!in_place(h.length)) {
     if (h.length <= capacity) copy_from_window(buf, block.base + value_offset(h, block.capacity), h.length);
     if (!buffered_valid(h, reread())) return ReadResult::kRetry;
@@ -179,6 +192,7 @@ bool SlotStore::read_local_copy(std::uint64_t key, SlotHeader &header, std::vect
   const std::byte *v = it->second.base + value_offset(header, it->second.capacity);
   value.assign(v, v + header.length);
   if (in_place(header.length)) return slot_valid(header, value.data());
+  if (slot_summed(header)) return summed_valid(header, value.data());
   SlotHeader again = load_header(it->second.base);
   return buffered_valid(header, again);
 }
@@ -210,7 +224,7 @@ std::optional<SlotStore::Outgoing> SlotStore::outgoing(std::uint64_t key, Ns fro
   SlotHeader h = load_header(src->second.base);
   std::byte *value = src->second.base + value_offset(h, src->second.capacity);
   h.flags = make_flags(flag_bits(h.flags) & ~kFlagHalfB, to, to == Ns::kPending ? flags_tx(h.flags) : 0);
-  h.checksum = in_place(h.length) ? slot_checksum(h, value) : header_checksum(h);
+  h.checksum = copy_checksum(h, value);
   return Outgoing{h, value};
 }
 
