@@ -215,7 +215,7 @@ TEST(SlotSummed, CopyValueKeepsValidCopiesValidAndTornOnesTorn) {
     h.capacity = from.capacity;
     h.key = 5;
     h.version = 3;
-    h.length = 40000;
+    h.length = kSummedLimit - 100;
     h.flags = make_flags(kFlagHalfB | kFlagSummed, Ns::kValue);
     std::vector<std::byte> v(h.length, std::byte{0x5a});
     h.checksum = slot_checksum(h, v.data());

@@ -71,10 +71,11 @@ inline constexpr std::size_t kInPlaceLimit = 16 * 1024;
 inline bool in_place(std::uint64_t length) {
   return length <= kInPlaceLimit;
 }
-// Double-buffered values up to this length are summed (kFlagSummed). Hashing costs about 32 ns
-// per KiB here (benchmarks/checksum_bench); a round trip costs 1-2 us over shared memory and
-// 35-40 us between the simulated hosts (docs/benchmarks.md).
-inline constexpr std::size_t kSummedLimit = 64 * 1024;
+// Double-buffered values up to this length are summed (kFlagSummed). Hashing costs the writer
+// about 32 ns per KiB (benchmarks/checksum_bench), which the put pays in full over shared memory:
+// at 64 KiB a put took 25-40% longer there while a get gained 4%; at 32 KiB the put took 5%
+// longer and a get 20% less (store_bench, docs/benchmarks.md).
+inline constexpr std::size_t kSummedLimit = 32 * 1024;
 inline bool summed_length(std::uint64_t length) {
   return !in_place(length) && length <= kSummedLimit;
 }
