@@ -12,7 +12,6 @@ CopyState classify_copy(const SlotHeader &h, const std::byte *base, std::uint64_
   // Unsummed double-buffered copies: the header alone is checked (the value half it names was
   // complete before the header was written), and here nobody writes it while it is read.
   if (!in_place(h.length) && !slot_summed(h)) return buffered_valid(h, h) ? CopyState::kComplete : CopyState::kTorn;
-  if (slot_summed(h) && !summed_length(h.length)) return CopyState::kTorn;
   const CopyState whole = slot_deleted(h) ? CopyState::kDeleted : CopyState::kComplete;
   const std::byte *value = base + value_offset(h, capacity);
 #if defined(RMASTORE_WORDWISE_WINDOW_COPIES)

@@ -209,10 +209,14 @@ std::size_t SlotAllocator::copy_value(const Block &from, const Block &to) {
   const std::byte *copied = to.base + kHeaderBytes;
   copy_within_window(to.base + kHeaderBytes, from.base + value_offset(h, from.capacity), length);
   if ((flag_bits(h.flags) & kFlagHalfB) != 0) {
-    // A copy that was not valid stays invalid: a new checksum must not bless a torn one.
-    const bool valid = length == h.length && copy_checksum(h, copied) == h.checksum;
+    // A copy that was not valid stays invalid: a new checksum must not bless a torn one. The
+    // value is hashed once, for both checksums.
+    const bool summed = slot_summed(h);
+    const std::uint64_t sum = summed ? value_sum(copied, length) : 0;
+    const auto checksum = [&] { return summed ? slot_checksum_of_sum(h, sum) : header_checksum(h); };
+    const bool valid = length == h.length && checksum() == h.checksum;
     h.flags &= ~kFlagHalfB;
-    if (valid) h.checksum = copy_checksum(h, copied);
+    if (valid) h.checksum = checksum();
   }
   copy_to_window(to.base + kWriterOffset, reinterpret_cast<const std::byte *>(&h) + kWriterOffset, kWriterBytes);
   return kWriterBytes + length;
