@@ -73,8 +73,9 @@ inline bool in_place(std::uint64_t length) {
 }
 // Double-buffered values up to this length are summed (kFlagSummed). Hashing costs the writer
 // about 32 ns per KiB (benchmarks/checksum_bench), which the put pays in full over shared memory:
-// at 64 KiB a put took 25-40% longer there while a get gained 4%; at 32 KiB the put took 5%
-// longer and a get 20% less (store_bench, docs/benchmarks.md).
+// at 64 KiB a put took 25-40% longer there while a get gained 4%. Up to 32 KiB puts and gets over
+// shared memory stayed within the runs' spread, and gets across hosts took 20-40% less
+// (store_bench, benchmarks/results/store_bench-2026-11-29-summed-ab.jsonl).
 inline constexpr std::size_t kSummedLimit = 32 * 1024;
 inline bool summed_length(std::uint64_t length) {
   return !in_place(length) && length <= kSummedLimit;
