@@ -19,7 +19,8 @@ if [ "${RMASTORE_LAMMPS:-1}" != 0 ]; then
   source "${RMASTORE_CACHE:-$HOME/.cache/rmastore}/lammps-env.sh"
   lammps_args=(-DCMAKE_PREFIX_PATH="$LAMMPS_PREFIX")
 fi
-rmastore_build "${lammps_args[@]}"
+# The Fortran module and its tests are required here (RMASTORE_FORTRAN=ON), not left out quietly.
+rmastore_build "${lammps_args[@]}" -DRMASTORE_FORTRAN=ON
 base_build_dir=$RMASTORE_BUILD_DIR
 
 echo "== clang-format check"
@@ -35,12 +36,12 @@ if [ "${RMASTORE_SANITIZE:-1}" != 0 ]; then
   echo "== tests under AddressSanitizer and UndefinedBehaviorSanitizer"
   RMASTORE_BUILD_DIR="$RMASTORE_BUILD_DIR-sanitize"
   # LAMMPS's driver is not built here: LAMMPS itself is not instrumented.
-  rmastore_build -DRMASTORE_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug -DCMAKE_PREFIX_PATH=
-  # The multi-host runs exercise the same library code over another transport, and 6 or more
+  rmastore_build -DRMASTORE_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug -DCMAKE_PREFIX_PATH= -DRMASTORE_FORTRAN=ON
+  # The multi-host and Slurm runs exercise the same library code over another transport, and 6 or more
   # processes run the code paths of 5 at a larger scale: under the sanitizers the single-host
   # suite up to 5 processes covers them (and CI's time budget stays).
   args=("$@")
-  [ ${#args[@]} -eq 0 ] && args=(-LE multihost -E '\.np([6-9]|[1-9][0-9])$')
+  [ ${#args[@]} -eq 0 ] && args=(-LE 'multihost|slurm' -E '\.np([6-9]|[1-9][0-9])$')
   ASAN_OPTIONS=detect_leaks=0 ctest --test-dir "$RMASTORE_BUILD_DIR" --output-on-failure "${args[@]}"
 fi
 

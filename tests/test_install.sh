@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Installs rmastore into a scratch prefix, then builds tests/test_c_api.c as an outside consumer
-# twice, with find_package(rmastore) and with pkg-config, and runs both on 2 ranks.
-#   test_install.sh <build dir> <tests source dir> <mpirun> <C compiler>
+# twice, with find_package(rmastore) and with pkg-config, and runs both on 2 ranks; given a
+# Fortran compiler, the same for tests/fortran/test_fortran.f90 with the Fortran module.
+#   test_install.sh <build dir> <tests source dir> <mpirun> <C compiler> [<Fortran compiler>]
 set -euo pipefail
-build=$1 tests=$2 mpirun=$3 cc=$4
+build=$1 tests=$2 mpirun=$3 cc=$4 fc=${5:-}
 work=$(mktemp -d "${TMPDIR:-/tmp}/rmastore-install.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 prefix=$work/prefix
@@ -37,6 +38,22 @@ libdir=$(pkg-config --variable=libdir rmastore)
       -Wl,-rpath,"$libdir"
 echo "consumer built with pkg-config"
 
-for exe in "$work/cmake-build/consumer" "$work/pc-consumer"; do
+exes=("$work/cmake-build/consumer" "$work/pc-consumer")
+
+if [ -n "$fc" ]; then
+  [ -e "$pc_dir/rmastore-fortran.pc" ] || { echo "test_install: no rmastore-fortran.pc installed"; exit 1; }
+  cmake -S "$tests/consumer" -B "$work/cmake-fortran" -DCMAKE_PREFIX_PATH="$prefix" -DMPI_HOME="$mpi_home" \
+        -DCMAKE_C_COMPILER="$cc" -DCMAKE_Fortran_COMPILER="$fc" \
+        -DCONSUMER_SOURCE="$tests/fortran/test_fortran.f90" >/dev/null
+  cmake --build "$work/cmake-fortran" >/dev/null
+  echo "Fortran consumer built with find_package(rmastore), target rmastore::fortran"
+  # shellcheck disable=SC2046
+  "$mpi_home/bin/mpifort" -o "$work/pc-fortran" "$tests/fortran/test_fortran.f90" \
+    $(pkg-config --cflags --libs rmastore-fortran) -Wl,-rpath,"$libdir"
+  echo "Fortran consumer built with mpifort and pkg-config rmastore-fortran"
+  exes+=("$work/cmake-fortran/consumer" "$work/pc-fortran")
+fi
+
+for exe in "${exes[@]}"; do
   "$tests/mpirun_test.sh" "$mpirun" 2 2 60 "$exe"
 done

@@ -511,4 +511,25 @@ store_status_t store_key_keepers(store_t store, store_key_t key, int *ranks, int
   });
 }
 
+// The Fortran module (src/fortran/rmastore.F90) passes MPI handles as Fortran integers: the
+// handles of the `mpi` module are, and mpi_f08's carry one (MPI_VAL). Converting here keeps the
+// module free of MPI's own Fortran modules, which differ between compilers.
+store_status_t rmastore_store_init_fortran(MPI_Fint comm, const store_config_t *config, store_t *store, int api_major,
+                                           int api_minor);
+store_status_t rmastore_store_init_fortran(MPI_Fint comm, const store_config_t *config, store_t *store, int api_major,
+                                           int api_minor) {
+  if (store == nullptr) return STORE_ERR_ARG;
+  *store = nullptr;
+  if (!mpi_usable()) return STORE_ERR_MPI_STATE;
+  return store_init_version(MPI_Comm_f2c(comm), config, store, api_major, api_minor);
+}
+
+store_status_t rmastore_store_recover_fortran(store_t store, MPI_Fint *new_comm);
+store_status_t rmastore_store_recover_fortran(store_t store, MPI_Fint *new_comm) {
+  MPI_Comm c = MPI_COMM_NULL;
+  const store_status_t st = store_recover(store, new_comm != nullptr ? &c : nullptr);
+  if (new_comm != nullptr && st == STORE_OK) *new_comm = MPI_Comm_c2f(c);
+  return st;
+}
+
 } // extern "C"
