@@ -7,7 +7,9 @@
 #   RMASTORE_MPIRUN_FLAGS      the flags every run needs (not the process count)
 #   rmastore_launch MPIRUN     sets RMASTORE_LAUNCH to MPIRUN and those flags, or, with
 #                              RMASTORE_TEST_HOSTS=N, to the same across N simulated hosts
-#                              (scripts/multihost.sh); add -n NP and the program
+#                              (scripts/multihost.sh), or with RMASTORE_TEST_SLURM=N, in a
+#                              batch job of N such hosts (scripts/slurm.sh); add -n NP and the
+#                              program
 #   rmastore_filter_noise      stdin to stdout without Open MPI's expected noise
 
 RMASTORE_MPIRUN_FLAGS=(
@@ -39,7 +41,10 @@ RMASTORE_SCRIPTS=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
 rmastore_launch() { # MPIRUN
   RMASTORE_LAUNCH=("$1")
-  if [ -n "${RMASTORE_TEST_HOSTS:-}" ]; then
+  if [ -n "${RMASTORE_TEST_SLURM:-}" ]; then
+    # A batch job of N nodes on a Slurm cluster of simulated hosts (scripts/slurm.sh).
+    RMASTORE_LAUNCH=("$RMASTORE_SCRIPTS/slurm.sh" run "$RMASTORE_TEST_SLURM" "$1")
+  elif [ -n "${RMASTORE_TEST_HOSTS:-}" ]; then
     # N simulated hosts, TCP between them, plus the settings ULFM needs across nodes.
     RMASTORE_LAUNCH=("$RMASTORE_SCRIPTS/multihost.sh" run "$RMASTORE_TEST_HOSTS" "$1")
   fi

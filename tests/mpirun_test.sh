@@ -72,6 +72,10 @@ for spec in $specs; do
     marker="$dir/killed.$rank"
   elif [ "$point" = stopped ]; then
     marker="$dir/stopped.$rank"
+  elif [ "$point" = host-lost ]; then
+    # A host lost under Slurm (tests/test_util.cpp): its processes, slurmd and slurmstepd among them.
+    marker="$dir/host-lost.$rank"
+    grep -q '^killed:' $marker 2>/dev/null || marker="$dir/host-lost-missed"
   else
     marker="$dir/fault-fired.$point@$rank#$nth"
   fi
@@ -101,4 +105,7 @@ if [ "$fail" -ne 0 ] || [ "$pass" -ne "$expect" ]; then
   exit 1
 fi
 fired=$(cd "$dir" && ls fault-fired.* killed.* stopped.* 2>/dev/null | tr '\n' ' ')
+for f in "$dir"/host-lost.*; do
+  [ -e "$f" ] && fired+="($(basename "$f"): $(cat "$f")) "
+done
 echo "mpirun_test: all $expect surviving ranks passed${fired:+ (deaths: $fired)}"

@@ -54,6 +54,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "common/ulfm.hpp"
@@ -92,6 +93,10 @@ int main(int argc, char **argv) {
     }
   }
   if (me == 0) expect_deaths(expected_deaths(opt));
+  // Under Slurm the lost host's Slurm daemons die with it (die_with_host): the runner checks it.
+  if (me == 0 && opt.host_loss && std::getenv("SLURM_JOB_ID") != nullptr) {
+    expect_deaths({"host-lost@" + std::to_string(opt.episodes.front().victims.front())});
+  }
   if (me == 0 && opt.seed != 0) {
     std::printf("seed %llu: replicas %d, %s, %d keys, %d rounds, faults '%s'", (unsigned long long)opt.seed,
                 opt.replicas, opt.tx ? "transactions" : "single puts", opt.keys, opt.rounds, opt.fault.c_str());
@@ -232,6 +237,24 @@ int main(int argc, char **argv) {
           (unsigned long long)run.lost_seen(), (unsigned long long)run.lost_keys(dead));
     run.take_over(g, dead, 90 + 100 * e);
     print_recovery(g, e, "recovery");
+  }
+  // A job that must outlive what its batch system does about a lost node (tests/slurm.cmake): the
+  // survivors wait until RMASTORE_TEST_HOLD_UNTIL (a shell command, run by the first survivor)
+  // succeeds, e.g. until Slurm declared the node down, then read every key again.
+  if (const char *until = std::getenv("RMASTORE_TEST_HOLD_UNTIL"); until != nullptr && comm != MPI_COMM_NULL) {
+    Peers g = everyone(comm);
+    int held = 0;
+    if (g.index() == 0) {
+      const auto start = Clock::now(), deadline = start + scaled(60000);
+      while (!(held = std::system(until) == 0 ? 1 : 0) && Clock::now() < deadline) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(500));
+      }
+      std::printf("hold: '%s' %s after %.1f s\n", until, held ? "held" : "did not hold",
+                  std::chrono::duration<double>(Clock::now() - start).count());
+      std::fflush(stdout);
+    }
+    CHECK(MPI_Bcast(&held, 1, MPI_INT, 0, comm) == MPI_SUCCESS && held, "RMASTORE_TEST_HOLD_UNTIL never held");
+    run.verify(g, g.size(), dead);
   }
   // The ping detector sends its pings (tests/test_ping.cpp shows that they alone detect).
   if (opt.detector == STORE_DETECTOR_PING) {

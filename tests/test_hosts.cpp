@@ -20,8 +20,10 @@ using rmastore::internal::SlotHeader;
 
 namespace {
 
+// Simulated hosts (tests/multihost.cmake), or the nodes of a Slurm job on them (tests/slurm.cmake).
 int hosts_expected() {
   const char *v = std::getenv("RMASTORE_TEST_HOSTS");
+  if (v == nullptr) v = std::getenv("RMASTORE_TEST_SLURM");
   return v ? std::atoi(v) : 0;
 }
 
@@ -60,7 +62,8 @@ std::string scheduling_group() {
 
 TEST(Hosts, RanksSpanTheHostsAndTheStoreSeesThem) {
   const int n = hosts_expected();
-  ASSERT_GE(n, 2) << "run across simulated hosts: RMASTORE_TEST_HOSTS=N (tests/multihost.cmake)";
+  ASSERT_GE(n, 2)
+      << "run across simulated hosts: RMASTORE_TEST_HOSTS=N or RMASTORE_TEST_SLURM=N (tests/multihost.cmake)";
   const auto hosts = host_of_rank();
   const std::set<std::string> distinct(hosts.begin(), hosts.end());
   ASSERT_EQ(static_cast<int>(distinct.size()), std::min(n, world_size())) << "ranks are not spread over the hosts";

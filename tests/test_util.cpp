@@ -7,6 +7,7 @@
 extern "C" std::size_t __sanitizer_get_current_allocated_bytes();
 #endif
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <signal.h>
@@ -119,9 +120,53 @@ bool watch_host_daemon(const std::vector<int> &host_ranks) {
   return true;
 }
 
+namespace {
+// Under Slurm (tests/slurm.cmake, scripts/slurm.sh) a host's loss takes its Slurm daemons too:
+// every process of this simulated host, which is this network namespace (scripts/multihost.sh),
+// slurmd and slurmstepd included, as when the machine goes away. Returns the names of the
+// processes killed.
+std::string kill_host_namespace() {
+  char self_ns[64] = "";
+  if (readlink("/proc/self/ns/net", self_ns, sizeof self_ns - 1) <= 0) return "";
+  std::string names;
+  const pid_t self = getpid();
+  DIR *d = opendir("/proc");
+  if (d == nullptr) return "";
+  while (const dirent *e = readdir(d)) {
+    const pid_t pid = static_cast<pid_t>(std::atoi(e->d_name));
+    if (pid <= 0 || pid == self) continue;
+    const std::string proc = std::string("/proc/") + e->d_name;
+    char ns[64] = "";
+    if (readlink((proc + "/ns/net").c_str(), ns, sizeof ns - 1) <= 0 || std::strcmp(ns, self_ns) != 0) continue;
+    char comm[64] = "";
+    if (FILE *f = std::fopen((proc + "/comm").c_str(), "r")) {
+      if (std::fgets(comm, sizeof comm, f) == nullptr) comm[0] = 0;
+      std::fclose(f);
+    }
+    comm[std::strcspn(comm, "\n")] = 0;
+    if (kill(pid, SIGKILL) == 0) names += std::string(" ") + comm;
+  }
+  closedir(d);
+  return names;
+}
+} // namespace
+
 void die_with_host(bool kill_daemon, const char *why) {
   const pid_t daemon = g_daemon;
   if (daemon == 0) die_by_own_hand("die_with_host without watch_host_daemon");
+  if (kill_daemon && std::getenv("SLURM_JOB_ID") != nullptr) {
+    const std::string text = std::string("host loss: its processes, Slurm's daemons too, killed by rank ") +
+                             std::to_string(world_rank()) + " (" + why + ")\n";
+    for (int r : g_host_ranks) write_file("killed." + std::to_string(r), text, O_TRUNC);
+    // The premise, in a marker the runner cannot miss (tests/slurm.cmake checks the output):
+    // written before the sweep, which kills this host's writers of stdout too.
+    write_file("host-lost." + std::to_string(world_rank()), "", O_TRUNC);
+    const std::string killed = kill_host_namespace();
+    const bool premise = killed.find(" slurmd") != std::string::npos &&
+                         killed.find(" slurmstepd") != std::string::npos && killed.find(" prted") != std::string::npos;
+    write_file("host-lost." + std::to_string(world_rank()), (premise ? "killed:" : "MISSED:") + killed + "\n", O_TRUNC);
+    raise(SIGKILL);
+  }
   if (kill_daemon) {
     // The markers of the whole host are left here, before the kill: once the daemon is gone, Open
     // MPI aborts each of its processes on PMIX_ERR_LOST_CONNECTION (ompi/errhandler/errhandler.c),
