@@ -34,6 +34,8 @@ rmastore_test_timeout(multihost_down 60)
 add_executable(test_hosts test_hosts.cpp)
 target_link_libraries(test_hosts PRIVATE rmastore_internal rmastore_test_main rmastore_build_flags)
 rmastore_add_multihost_test(test_hosts NAME test_hosts NP 3 6 TIMEOUT 60)
+# store_init finds the fixes of scripts/openmpi-patches in this Open MPI, so it says nothing of them.
+set_tests_properties(mh_test_hosts.np3 mh_test_hosts.np6 PROPERTIES FAIL_REGULAR_EXPRESSION "lacks the fixes")
 
 # ULFM itself across hosts, and the Open MPI defects met there.
 add_executable(ompi_ulfm_across_hosts ompi_ulfm_across_hosts.c)

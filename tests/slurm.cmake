@@ -28,6 +28,7 @@ rmastore_test_timeout(slurm_down 60)
 # Ranks on every node, seen as nodes by the store, copies on distinct nodes; the put/get suite
 # but its test of which copy a get reads (the nearest, which on one node is the first holder).
 rmastore_add_slurm_test(test_hosts NAME test_hosts NP 6 TIMEOUT 90)
+set_tests_properties(slurm_test_hosts.np6 PROPERTIES FAIL_REGULAR_EXPRESSION "lacks the fixes")
 rmastore_add_slurm_test(test_put_get NAME test_put_get NP 6 TIMEOUT 180
                         ARGS --gtest_filter=-*GetsReadTheLocalCopyWhenThereIsOne*)
 # A process killed between operations: the survivors recover inside the same job.

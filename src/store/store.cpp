@@ -2,8 +2,10 @@
 
 #include <signal.h>
 
+#include <cstdio>
 #include <cstring>
 #include <map>
+#include <mutex>
 #include <new>
 
 #include "common/errors.hpp"
@@ -14,6 +16,30 @@
 
 namespace rmastore::internal {
 namespace {
+
+// A site's own Open MPI, without the fixes scripts/setup.sh builds in, is said once per process,
+// by the store's rank 0, with what fails without them in this store's layout.
+void warn_missing_fixes([[maybe_unused]] int rank, [[maybe_unused]] int nodes) {
+#ifdef OPEN_MPI
+  static std::once_flag once;
+  if (rank != 0 || RmaWindow::mpi_facts().has_fixes) return;
+  std::call_once(once, [nodes] {
+    if (nodes > 1) {
+      std::fprintf(stderr,
+                   "rmastore: this Open MPI lacks the fixes of rmastore's scripts/openmpi-patches, and the store "
+                   "spans %d nodes: after a process failure, survivors can hang in RMA toward the dead process "
+                   "(patch 0004) or crash (0006, 0007, 0010), and the loss of a whole node ends the job (0003). "
+                   "docs/operations.md, \"Which Open MPI\", says what survives without them.\n",
+                   nodes);
+    } else {
+      std::fprintf(stderr, "rmastore: this Open MPI lacks the fixes of rmastore's scripts/openmpi-patches: after a "
+                           "process failure, survivors can crash in store_recover (patches 0001, 0009, 0010). "
+                           "docs/operations.md, \"Which Open MPI\", says what survives without them.\n");
+    }
+    std::fflush(stderr);
+  });
+#endif
+}
 
 // Node index of every process: by explicit node_id, or by shared-memory domain.
 std::vector<int> detect_nodes(MPI_Comm comm, int node_id) {
@@ -148,6 +174,7 @@ std::unique_ptr<Store> Store::create(MPI_Comm comm, const Config &cfg, store_sta
     c.membership.init(detect_nodes(c.rt.comm, cfg.node_id), cfg.replicas);
     c.rt.build(c.holder.slots.regions());
     s->start_threads();
+    warn_missing_fixes(c.rt.rank, c.membership.view()->placement->nodes());
   } catch (const StoreError &e) {
     ok = false;
     failure = e.status();

@@ -37,11 +37,13 @@ constexpr std::int64_t kAttributeNs = 5'000'000'000;
 constexpr std::int64_t kSlowWaitNs = 1'000'000'000;
 } // namespace
 
-int RmaWindow::read_max_regions() {
+RmaWindow::MpiFacts RmaWindow::read_mpi_facts() {
+  MpiFacts facts;
   int provided = 0;
-  if (MPI_T_init_thread(MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS) return kFallbackMaxRegions;
-  int limit = kFallbackMaxRegions;
+  if (MPI_T_init_thread(MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS) return facts;
   int index = 0;
+  facts.has_fixes = MPI_T_cvar_get_index("osc_rdma_cache_dynamic_regions", &index) == MPI_SUCCESS;
+  int &limit = facts.max_regions;
   if (MPI_T_cvar_get_index("osc_rdma_max_attach", &index) == MPI_SUCCESS) {
     MPI_Datatype type = MPI_DATATYPE_NULL;
     MPI_T_enum enumtype;
@@ -61,15 +63,19 @@ int RmaWindow::read_max_regions() {
     }
   }
   MPI_T_finalize();
-  return limit;
+  return facts;
+}
+
+const RmaWindow::MpiFacts &RmaWindow::mpi_facts() {
+  // Read once per process: MPI_T_init_thread registers every MCA variable again, which costs
+  // about 45,000 allocations and leaks some of them (heaptrack, Open MPI 5.0.7). Both are fixed
+  // when MPI starts.
+  static const MpiFacts facts = read_mpi_facts();
+  return facts;
 }
 
 RmaWindow::RmaWindow(MPI_Comm comm) {
-  // Read once per process: MPI_T_init_thread registers every MCA variable again, which costs
-  // about 45,000 allocations and leaks some of them (heaptrack, Open MPI 5.0.7). The parameter
-  // is an MCA setting fixed when MPI starts.
-  static const int limit = read_max_regions();
-  max_regions_ = limit;
+  max_regions_ = mpi_facts().max_regions;
   MPI_Info info;
   check_mpi(MPI_Info_create(&info), "MPI_Info_create");
   // The store uses no accumulates, so MPI need not order them.

@@ -43,10 +43,19 @@ public:
   // MPI's one-sided components (osc/ucx has a fixed 32 in some releases).
   static constexpr int kFallbackMaxRegions = 32;
 
+  // What the MPI library says of itself through its tool interface, read once per process.
+  struct MpiFacts {
+    // The number of regions a dynamic window may have: Open MPI's osc_rdma_max_attach, else
+    // kFallbackMaxRegions.
+    int max_regions = kFallbackMaxRegions;
+    // Open MPI with the fixes of scripts/openmpi-patches: its osc/rdma has the variable that
+    // patch 0011 adds (the newest; setup.sh applies all of them or none).
+    bool has_fixes = false;
+  };
+  static const MpiFacts &mpi_facts();
+
 private:
-  // The number of regions a dynamic window may have: Open MPI's osc_rdma_max_attach, read
-  // through the MPI tool interface, else kFallbackMaxRegions.
-  static int read_max_regions();
+  static MpiFacts read_mpi_facts();
 
   MPI_Win win_ = MPI_WIN_NULL;
   int regions_ = 0; // every MPI_Win_attach on this window, whoever asked for it
