@@ -41,6 +41,11 @@ rmastore_add_slurm_test(test_failure NAME failure_node_loss NP 6 KILLED 2 TIMEOU
                         ARGS --replicas 2 --victims 4,5 --kill-at 5 --host-loss 1
                         ENV "RMASTORE_TEST_HOLD_UNTIL=sinfo -h -n host3 -o %t | grep -q down")
 
+# Only Open MPI's daemon of a node dies (the node and its slurmd live on): its ranks die with it,
+# and the others go on, with nothing lost.
+rmastore_add_slurm_test(test_failure NAME failure_daemon_loss NP 6 KILLED 2 TIMEOUT 120
+                        ARGS --replicas 2 --victims 4,5 --kill-at 5 --host-loss 1 ENV RMASTORE_TEST_DAEMON_ONLY=1)
+
 # docs/operations.md shows the batch script users copy: it must be the one these tests submit.
 add_test(NAME doc_sbatch COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/doc_sbatch.sh ${PROJECT_SOURCE_DIR})
 set_tests_properties(doc_sbatch PROPERTIES LABELS unit)

@@ -94,7 +94,7 @@ int main(int argc, char **argv) {
   }
   if (me == 0) expect_deaths(expected_deaths(opt));
   // Under Slurm the lost host's Slurm daemons die with it (die_with_host): the runner checks it.
-  if (me == 0 && opt.host_loss && std::getenv("SLURM_JOB_ID") != nullptr) {
+  if (me == 0 && opt.host_loss && slurm_node_loss()) {
     expect_deaths({"host-lost@" + std::to_string(opt.episodes.front().victims.front())});
   }
   if (me == 0 && opt.seed != 0) {

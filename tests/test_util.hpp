@@ -44,6 +44,8 @@ void stop_for(std::chrono::milliseconds how_long, const char *why);
 // rank of the host, and dies; or waits to die with it.
 bool watch_host_daemon(const std::vector<int> &host_ranks);
 [[noreturn]] void die_with_host(bool kill_daemon, const char *why);
+// Whether die_with_host takes the whole simulated node under Slurm: slurmd and slurmstepd too.
+bool slurm_node_loss();
 // Declares deaths the runner must find markers of, one spec a line: <point>@<rank>[#<n>] for a
 // fault point, own-hand@<rank> for die_by_own_hand, stopped@<rank> for stop_for. For scenarios that choose their deaths
 // themselves; the specs of RMASTORE_FAULT in the runner's environment are checked anyway.
