@@ -37,7 +37,7 @@ mkdir -p "$RMASTORE_CACHE"
 # Identifies the build: the configure line below, the variant and every patch. A cached build
 # with another id is rebuilt.
 BUILD_ID=$( { sed -n '/^run_step configure/,/^$/p' "$HERE/setup.sh"; [ -z "$VARIANT" ] || echo "$VARIANT";
-              cat "$PATCH_DIR"/*.patch 2>/dev/null; } | sha256sum | cut -c1-16)
+              cat "$PATCH_DIR"/*.patch 2>/dev/null || true; } | sha256sum | cut -c1-16)
 
 log() { printf '[setup %(%H:%M:%S)T] %s\n' -1 "$*"; }
 die() { log "error: $*" >&2; exit 1; }
