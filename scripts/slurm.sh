@@ -81,7 +81,11 @@ EOF
   mv "$CONF.new" "$CONF"
 }
 
-pid_alive() { [ -s "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
+# The daemon of a pid file runs: a pid left by a killed daemon may belong to another process now.
+pid_alive() {
+  local pid
+  pid=$(cat "$1" 2>/dev/null) && [ -n "$pid" ] && grep -qx 'slurm\(ctl\)\?d' "/proc/$pid/comm" 2>/dev/null
+}
 
 nodes_now() { grep -c '^NodeName=' "$CONF" 2>/dev/null || echo 0; }
 
