@@ -13,6 +13,7 @@
 #                                hosts' own subnet, and the Open MPI settings ULFM needs across
 #                                nodes (below). Cleans the hosts up when MPIRUN ends.
 #   multihost.sh check           exits 0 if this machine can make hosts (root, ip, unshare)
+#   multihost.sh net-flags       prints the Open MPI flags of the hosts' network (as run adds them)
 #
 # Needs root. Only the hosts' own addresses (10.77.1.0/24) are used. Runs share the hosts, so
 # one run at a time (CTest: RESOURCE_LOCK multihost).
@@ -134,11 +135,17 @@ run() { # $1 = hosts, $2 = mpirun, rest = its arguments
   #   oversubscribed. An RMA operation between hosts completes only when its target's process
   #   runs (TCP has no remote memory access), and processes waiting in MPI spin and starve it
   #   (docs/benchmarks.md, "Across hosts"). RMASTORE_MULTIHOST_YIELD=0 turns it off, to measure.
-  "$mpirun" --hostfile "$dir/hostfile" --mca mpi_yield_when_idle "${RMASTORE_MULTIHOST_YIELD:-1}" \
-    --prtemca plm_ssh_agent "$HERE/multihost-agent" --prtemca plm_ssh_no_tree_spawn 1 \
-    --prtemca oob_tcp_if_include "$NET.0/24" \
-    --mca btl tcp,sm,self --mca btl_tcp_if_include "$NET.0/24" \
-    "${cutoff[@]}" --mca coll ^han "$@"
+  local net
+  read -ra net <<<"$(net_flags)"
+  "$mpirun" --hostfile "$dir/hostfile" --prtemca plm_ssh_agent "$HERE/multihost-agent" \
+    --prtemca plm_ssh_no_tree_spawn 1 "${net[@]}" "${cutoff[@]}" --mca coll ^han "$@"
+}
+
+# The hosts' network for Open MPI: every byte between hosts over TCP on their own subnet, and
+# mpi_yield_when_idle (above). Also the network of scripts/slurm.sh's jobs.
+net_flags() {
+  echo "--mca mpi_yield_when_idle ${RMASTORE_MULTIHOST_YIELD:-1} --prtemca oob_tcp_if_include $NET.0/24" \
+    "--mca btl tcp,sm,self --mca btl_tcp_if_include $NET.0/24"
 }
 
 case ${1:-} in
@@ -146,10 +153,11 @@ case ${1:-} in
   down) down ;;
   clean) clean ;;
   check) check ;;
+  net-flags) net_flags ;;
   run)
     [ $# -ge 3 ] || die "usage: multihost.sh run N MPIRUN [args...]"
     shift
     run "$@"
     ;;
-  *) sed -n '2,20p' "$0"; exit 2 ;;
+  *) sed -n '2,19p' "$0"; exit 2 ;;
 esac

@@ -24,7 +24,6 @@ NET=10.77.1
 export SLURM_CONF=$CONF
 
 die() { echo "slurm: $*" >&2; exit 1; }
-log() { echo "slurm: $*" >&2; }
 
 check() {
   "$HERE/multihost.sh" check || return 1
@@ -113,20 +112,11 @@ wait_idle() { # $1 = nodes
   die "the nodes did not become idle (logs: $DIR/log)"
 }
 
-# slurmd of host $1 in the host's network namespace with hostname hostI, as scripts/multihost-agent
-# starts PRRTE's daemons, and in the hosts' CPU group (multihost-agent says why). Not through
-# `ip netns exec`, which mounts a sysfs of its own: slurmd needs the machine's cgroup mounts
-# under /sys/fs/cgroup even with no cgroup plugin configured.
+# slurmd of host $1 as scripts/multihost-agent starts PRRTE's daemons there: the host's network
+# namespace, hostname hostI, the hosts' CPU group; with the machine's sysfs, whose cgroup mounts
+# slurmd needs even with no cgroup plugin configured.
 start_slurmd() {
-  local i=$1 procs
-  (
-    if [ "${RMASTORE_MULTIHOST_CPU_GROUP:-1}" != 0 ]; then
-      for procs in /sys/fs/cgroup/cpu/rmastore-hosts/cgroup.procs /sys/fs/cgroup/rmastore-hosts/cgroup.procs; do
-        if [ -w "$procs" ] && echo "$BASHPID" >"$procs" 2>/dev/null; then break; fi
-      done
-    fi
-    exec nsenter --net="/run/netns/rmh$i" unshare --uts /bin/sh -c "hostname host$i; exec slurmd -f '$CONF'"
-  )
+  RMASTORE_AGENT_MACHINE_SYSFS=1 "$HERE/multihost-agent" "$NET.$((10 + $1))" "exec slurmd -f '$CONF'"
 }
 
 up() { # $1 = nodes
@@ -181,11 +171,10 @@ run() { # $1 = nodes, $2 = mpirun, rest = its arguments
   job=
   trap '[ -n "$job" ] && scancel "$job" 2>/dev/null; rm -rf "$job_dir"' EXIT
   trap 'exit 143' TERM INT
-  # The batch script users copy (docs/operations.md), with the simulated hosts' network: their
-  # own subnet for TCP, and mpi_yield_when_idle as scripts/multihost.sh says.
+  # The batch script users copy (docs/operations.md), with the simulated hosts' network settings.
   export MPIRUN=$mpirun
-  export MPIRUN_FLAGS="--mca btl tcp,sm,self --mca btl_tcp_if_include $NET.0/24 \
---prtemca oob_tcp_if_include $NET.0/24 --mca mpi_yield_when_idle ${RMASTORE_MULTIHOST_YIELD:-1}"
+  MPIRUN_FLAGS=$("$HERE/multihost.sh" net-flags)
+  export MPIRUN_FLAGS
   # RMASTORE_SLURM_BATCH: another batch script, to measure what a setting of this one does.
   job=$(sbatch --parsable -N "$n" -o "$job_dir/out" \
     "${RMASTORE_SLURM_BATCH:-$HERE/../examples/slurm/rmastore.sbatch}" "$@") || die "sbatch failed"
@@ -214,5 +203,5 @@ case ${1:-} in
     shift
     run "$@"
     ;;
-  *) sed -n '2,19p' "$0"; exit 2 ;;
+  *) sed -n '2,18p' "$0"; exit 2 ;;
 esac

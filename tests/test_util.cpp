@@ -165,9 +165,7 @@ void die_with_host(bool kill_daemon, const char *why) {
     const std::string text = std::string("host loss: its processes, Slurm's daemons too, killed by rank ") +
                              std::to_string(world_rank()) + " (" + why + ")\n";
     for (int r : g_host_ranks) write_file("killed." + std::to_string(r), text, O_TRUNC);
-    // The premise, in a marker the runner cannot miss (tests/slurm.cmake checks the output):
-    // written before the sweep, which kills this host's writers of stdout too.
-    write_file("host-lost." + std::to_string(world_rank()), "", O_TRUNC);
+    // The premise, in a marker tests/mpirun_test.sh checks (host-lost@<rank>): what the sweep killed.
     const std::string killed = kill_host_namespace();
     const bool premise = killed.find(" slurmd") != std::string::npos &&
                          killed.find(" slurmstepd") != std::string::npos && killed.find(" prted") != std::string::npos;

@@ -511,7 +511,7 @@ store_status_t store_key_keepers(store_t store, store_key_t key, int *ranks, int
   });
 }
 
-// The Fortran module (src/fortran/rmastore.F90) passes MPI handles as Fortran integers: the
+// The Fortran module (src/fortran/rmastore.f90) passes MPI handles as Fortran integers: the
 // handles of the `mpi` module are, and mpi_f08's carry one (MPI_VAL). Converting here keeps the
 // module free of MPI's own Fortran modules, which differ between compilers.
 store_status_t rmastore_store_init_fortran(MPI_Fint comm, const store_config_t *config, store_t *store, int api_major,

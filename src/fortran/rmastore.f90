@@ -472,11 +472,7 @@ contains
     integer :: st
     integer(c_int) :: m
     count = 0
-    more = .false.
-    if (size(keys) == 0) then
-      st = STORE_ERR_ARG
-      return
-    end if
+    m = 0
     st = c_list(store%handle, first, last, keys, size(keys, kind=c_size_t), count, m)
     more = m /= 0
   end function store_list
@@ -578,12 +574,7 @@ contains
     integer(c_int64_t), intent(out) :: keys(:)
     integer(c_size_t), intent(out) :: count
     integer :: st
-    integer(c_int64_t) :: none(1)
-    if (size(keys) == 0) then
-      st = c_restore_lost(store%handle, snapshot, none, 0_c_size_t, count)
-    else
-      st = c_restore_lost(store%handle, snapshot, keys, size(keys, kind=c_size_t), count)
-    end if
+    st = c_restore_lost(store%handle, snapshot, keys, size(keys, kind=c_size_t), count)
   end function store_restore_lost
 
   function store_get_mode(store, mode) result(st)

@@ -110,6 +110,8 @@ program test_fortran
   call check(all(listed(1:6) == [(key_of(rank, i), i = 1, 3), (key_of(rank, i), i = 5, 7)]), "store_list: which")
   st = store_list(store, key_of(rank, 0), key_of(rank, 999), listed(1:2), count, more)
   call check(st == STORE_OK .and. count == 2 .and. more, "store_list: two at a time, more")
+  call check(store_list(store, key_of(rank, 0), key_of(rank, 999), listed(1:0), count, more) == STORE_ERR_ARG, &
+             "store_list: no room, STORE_ERR_ARG")
 
   ! Nonblocking puts, waited for and tested for; a non-contiguous buffer is refused.
   a = -1
@@ -144,6 +146,8 @@ program test_fortran
   call check(store_snapshot_flush_wait(store, snap) == STORE_OK .and. snap == snap2, "store_snapshot_flush_wait")
   st = store_restore_lost(store, snap, lost, count)
   call check(st == STORE_OK .and. count == 0, "store_restore_lost: nothing lost")
+  st = store_restore_lost(store, snap, lost(1:0), count)
+  call check(st == STORE_OK .and. count == 0, "store_restore_lost: no room, nothing lost")
 
   ! A recovery without a failure, and its report.
   call MPI_Barrier(MPI_COMM_WORLD, ierr)
