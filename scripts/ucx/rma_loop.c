@@ -55,6 +55,14 @@ typedef struct {
   int before_deadline; /* operations completed within SPIN s of the phase start */
 } stats_t;
 
+/* One operation of a phase, begun at `began`; the phase began at t0. */
+static void record(stats_t *s, int i, double began, double t0, double spin_s) {
+  double d = now() - began;
+  if (0 == i) s->first = d;
+  if (d > s->max) s->max = d;
+  if (now() - t0 < spin_s) s->before_deadline++;
+}
+
 static void report(const char *name, int n, stats_t *s, double spin_s) {
   printf("[rank 0] %-4s n=%d total=%.6f s mean=%.2f us max=%.2f us first=%.2f us", name, n, s->total,
          s->total / n * 1e6, s->max * 1e6, s->first * 1e6);
@@ -107,10 +115,7 @@ int main(int argc, char **argv) {
       double a = now();
       CHK(MPI_Put(&v, 1, MPI_UINT64_T, 1, addrs[1] + (MPI_Aint)(i % SLOTS) * 8, 1, MPI_UINT64_T, win));
       CHK(MPI_Win_flush(1, win));
-      double d = now() - a;
-      if (0 == i) s.first = d;
-      if (d > s.max) s.max = d;
-      if (now() - t0 < spin_s) s.before_deadline++;
+      record(&s, i, a, t0, spin_s);
     }
     s.total = now() - t0;
     report("put", n, &s, spin_s);
@@ -146,11 +151,8 @@ int main(int argc, char **argv) {
       double a = now();
       CHK(MPI_Get(&v, 1, MPI_UINT64_T, 1, addrs[1] + (MPI_Aint)(i % SLOTS) * 8, 1, MPI_UINT64_T, win));
       CHK(MPI_Win_flush(1, win));
-      double d = now() - a;
+      record(&s, i, a, t0, spin_s);
       if (v != MAGIC + (uint64_t)i) bad++;
-      if (0 == i) s.first = d;
-      if (d > s.max) s.max = d;
-      if (now() - t0 < spin_s) s.before_deadline++;
     }
     s.total = now() - t0;
     report("get", n, &s, spin_s);
@@ -163,7 +165,6 @@ int main(int argc, char **argv) {
 
   /* ---- phase C: fetch_and_op on slot SLOTS-1 of rank 1 ---- */
   int nf = n / 10 > 0 ? n / 10 : 1;
-  CHK(MPI_Barrier(MPI_COMM_WORLD));
   if (0 == rank) {
     stats_t s = {0};
     int bad = 0;
@@ -173,11 +174,8 @@ int main(int argc, char **argv) {
       double a = now();
       CHK(MPI_Fetch_and_op(&one, &old, MPI_UINT64_T, 1, addrs[1] + (MPI_Aint)(SLOTS - 1) * 8, MPI_SUM, win));
       CHK(MPI_Win_flush(1, win));
-      double d = now() - a;
+      record(&s, i, a, t0, spin_s);
       if (old != (uint64_t)i) bad++;
-      if (0 == i) s.first = d;
-      if (d > s.max) s.max = d;
-      if (now() - t0 < spin_s) s.before_deadline++;
     }
     s.total = now() - t0;
     report("fop", nf, &s, spin_s);
